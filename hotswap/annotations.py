@@ -1,0 +1,154 @@
+"""Annotation keys and value codecs for the reconciler's persisted state (research B.9).
+
+State lives only in annotations: on a held victim Workload (who holds it, since when, how often), and on a
+preemptor Workload (its open operation). Everything else is recomputed from the snapshot each pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+# Kueue's own annotation for the alpha PriorityBoost gate (KEP-7990).
+KUEUE_PRIORITY_BOOST = "kueue.x-k8s.io/priority-boost"
+# JobSet exclusive placement (default strategy) and the node-selector strategy flag.
+JOBSET_EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOBSET_NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationKeys:
+    """Every annotation key under one configurable domain."""
+
+    domain: str
+
+    # -- on victim Workloads
+    @property
+    def held_by(self) -> str:
+        return f"{self.domain}/held-by"
+
+    @property
+    def op_id(self) -> str:
+        return f"{self.domain}/op-id"
+
+    @property
+    def held_since(self) -> str:
+        return f"{self.domain}/held-since"
+
+    @property
+    def hold_count(self) -> str:
+        return f"{self.domain}/hold-count"
+
+    @property
+    def hold_history(self) -> str:
+        """Comma-separated RFC 3339 times of recent holds; kept after release for the rate limit (I12)."""
+        return f"{self.domain}/hold-history"
+
+    # -- on preemptor Workloads (open operation)
+    @property
+    def op(self) -> str:
+        """The preemptor's open operation, JSON-free compact encoding (see `OpRecord`)."""
+        return f"{self.domain}/op"
+
+    # -- user opt-ins on JobSets or Workloads
+    @property
+    def protect(self) -> str:
+        return f"{self.domain}/protect"
+
+    @property
+    def fast_fail(self) -> str:
+        return f"{self.domain}/fast-fail"
+
+    def victim_hold_keys(self) -> tuple[str, ...]:
+        """Keys removed on release (hold-count and hold-history stay: they carry rate-limit history)."""
+        return (self.held_by, self.op_id, self.held_since)
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with second precision, as Kubernetes writes times."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime | None:
+    """Parse an RFC 3339 time; None when malformed (annotations are user-editable, never crash on them)."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def is_true(annotations: Mapping[str, str], key: str) -> bool:
+    return annotations.get(key, "").strip().lower() == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class HeldBy:
+    """Value of `held-by`: the preemptor a victim was evicted for, and the preemptor's attempt at the time."""
+
+    namespace: str
+    name: str
+    uid: str
+    attempt: int
+
+    def encode(self) -> str:
+        return f"{self.namespace}/{self.name}/{self.uid}/{self.attempt}"
+
+    @classmethod
+    def decode(cls, text: str) -> HeldBy | None:
+        parts = text.split("/")
+        if len(parts) != 4 or not all(parts[:3]) or not parts[3].isdigit():
+            return None
+        return cls(parts[0], parts[1], parts[2], int(parts[3]))
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """A preemptor's open operation: which slices it reserved and which Workloads it holds.
+
+    Encoded as `id=<op>;attempt=<n>;slices=<pool,...>;victims=<ns/name,...>` so it reads well in kubectl.
+    """
+
+    op_id: str
+    attempt: int
+    slices: tuple[str, ...]
+    victims: tuple[str, ...]
+
+    def encode(self) -> str:
+        return (
+            f"id={self.op_id};attempt={self.attempt};"
+            f"slices={','.join(self.slices)};victims={','.join(self.victims)}"
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> OpRecord | None:
+        fields: dict[str, str] = {}
+        for part in text.split(";"):
+            key, sep, value = part.partition("=")
+            if not sep:
+                return None
+            fields[key.strip()] = value.strip()
+        attempt = fields.get("attempt", "")
+        if not fields.get("id") or not attempt.isdigit():
+            return None
+        return cls(
+            op_id=fields["id"],
+            attempt=int(attempt),
+            slices=_split(fields.get("slices", "")),
+            victims=_split(fields.get("victims", "")),
+        )
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(sorted(item for item in (part.strip() for part in text.split(",")) if item))
+
+
+def encode_history(times: Iterable[datetime]) -> str:
+    return ",".join(format_time(t) for t in sorted(times))
+
+
+def decode_history(text: str) -> tuple[datetime, ...]:
+    parsed = (parse_time(part) for part in text.split(",") if part.strip())
+    return tuple(sorted(t for t in parsed if t is not None))

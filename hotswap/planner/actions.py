@@ -1,0 +1,154 @@
+"""What a plan asks the controller to do: writes (actions) and non-writing decisions (events).
+
+Every write targets one Workload or Pod and carries the uid and resourceVersion the planner saw, so the
+controller can make it conditional (optimistic concurrency) and drop it on a conflict; the next pass re-plans.
+Op ids are deterministic so a crash-and-replan produces the same writes (I11).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+def make_op_id(preemptor_uid: str, attempt: int) -> str:
+    """Deterministic op id for one preemptor attempt."""
+    digest = hashlib.sha256(f"{preemptor_uid}/{attempt}".encode()).hexdigest()
+    return f"op-{digest[:16]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """The object a write or event is about."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str = ""
+    """resourceVersion observed by the planner ("" for events or when not applicable)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ReleaseReason(StrEnum):
+    CAPACITY = "capacity"
+    PREEMPTOR_GONE = "preemptor-gone"
+    MAX_HOLD = "max-hold"
+    REACTIVATED_EXTERNALLY = "reactivated-externally"
+    """Someone set `spec.active=true` on a held Workload: drop our hold annotations, don't fight (C11)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HoldVictim:
+    """One Workload update: set the hold annotations AND `spec.active=false` together."""
+
+    workload: ObjectRef
+    op_id: str
+    preemptor: ObjectRef
+    set_annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseVictim:
+    """One Workload update: remove the hold annotations AND set `spec.active=true` together."""
+
+    workload: ObjectRef
+    op_id: str
+    reason: ReleaseReason
+    remove_annotations: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOp:
+    """Write the preemptor's open-operation annotation (reserved slices, victims)."""
+
+    workload: ObjectRef
+    op_id: str
+    set_annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ClearOp:
+    """Remove the preemptor's open-operation annotation (operation done or aborted)."""
+
+    workload: ObjectRef
+    op_id: str
+    remove_annotations: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FastFailPod:
+    """Opt-in only: mark a preemptor pod on an unreachable node Failed and delete it with grace 0 (B.6.3)."""
+
+    pod: ObjectRef
+    op_id: str
+    node_name: str
+
+
+Action = HoldVictim | ReleaseVictim | RecordOp | ClearOp | FastFailPod
+
+
+class EventReason(StrEnum):
+    PLANNED = "HotswapPlanned"
+    VICTIM_HELD = "HotswapVictimHeld"
+    BLOCKED = "HotswapBlocked"
+    DONE = "HotswapDone"
+    VICTIM_RELEASED = "HotswapVictimReleased"
+    ABORTED = "HotswapAborted"
+    EVICTION_SLOW = "HotswapEvictionSlow"
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A Kubernetes Event to emit (no other effect). `involved` is the JobSet or Workload concerned."""
+
+    reason: EventReason
+    involved: ObjectRef
+    message: str
+    op_id: str = ""
+    type: EventType = EventType.NORMAL
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostics:
+    """Small numeric summary of a pass, for logs and metrics."""
+
+    slices_total: int = 0
+    slices_unhealthy: int = 0
+    slices_suspect: int = 0
+    slices_recovering: int = 0
+    disrupted_preemptors: int = 0
+    ops_open: int = 0
+    ops_planned: int = 0
+    ops_blocked: int = 0
+    ops_done: int = 0
+    ops_aborted: int = 0
+    victims_held: int = 0
+    victims_released: int = 0
+    held_workloads: int = 0
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Ordered writes + events. The controller executes `actions` in order; `events` are best effort."""
+
+    now: datetime
+    actions: tuple[Action, ...] = ()
+    events: tuple[Decision, ...] = ()
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+
+    @property
+    def writes(self) -> int:
+        return len(self.actions)

@@ -1,0 +1,177 @@
+"""Group TPU nodes into slices (one GKE node pool = one slice) and classify each slice's health (B.3).
+
+A multi-host slice is all-or-nothing, so one bad host makes the whole slice Unhealthy. Bad conditions must
+last `unhealthyGrace` before they count (A1); recovered slices must stay good for `recoveryStabilization`
+before they are reused (A9). Conditions Kubernetes does not timestamp (cordon, missing nodes, NoSchedule
+taints) count at once: they are deliberate or already lasting, not flaps.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from hotswap.model import ConditionStatus, Node, SliceShape, TaintEffect
+
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+_MACHINE_CHIPS = re.compile(r"-(\d+)t$")
+# Multi-host TPU slices (v4, v5e, v5p, v6e) use 4-chip hosts; used only when neither machine type nor
+# allocatable says otherwise.
+_DEFAULT_CHIPS_PER_HOST = 4
+
+
+class SliceHealth(StrEnum):
+    HEALTHY = "Healthy"
+    SUSPECT = "Suspect"
+    """Something is wrong but for less than `unhealthyGrace`: neither used as spare nor reported."""
+    UNHEALTHY = "Unhealthy"
+    RECOVERING = "Recovering"
+    """All hosts good, but for less than `recoveryStabilization`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """One TPU node pool and its classified health."""
+
+    name: str
+    shape: SliceShape
+    expected_hosts: int | None
+    node_names: tuple[str, ...]
+    health: SliceHealth
+    since: datetime | None
+    """Start of the current health state when known (Unhealthy: earliest bad condition)."""
+    unreachable_since: datetime | None = None
+    """Earliest time a host got the unreachable taint, for opt-in fast-fail."""
+
+    @property
+    def usable(self) -> bool:
+        """May be handed to a preemptor or a released victim."""
+        return self.health is SliceHealth.HEALTHY
+
+
+def topology_chips(topology: str) -> int | None:
+    """Chips in a topology string such as `4x4` or `2x2x1`; None if malformed."""
+    dims = topology.lower().split("x")
+    if not dims or not all(d.isdigit() and int(d) > 0 for d in dims):
+        return None
+    chips = 1
+    for d in dims:
+        chips *= int(d)
+    return chips
+
+
+def chips_per_host(machine_type: str | None, allocatable: Iterable[int | None]) -> int | None:
+    """From the machine type suffix (`ct6e-standard-4t` → 4), else the largest observed allocatable."""
+    if machine_type:
+        match = _MACHINE_CHIPS.search(machine_type)
+        if match:
+            return int(match.group(1))
+    seen = [a for a in allocatable if a]
+    return max(seen) if seen else None
+
+
+def expected_host_count(topology: str, per_host: int | None) -> int | None:
+    """VMs in a slice: v6e 1x1/2x2 → 1, 2x4 → 1 (8t) or 2 (4t), 4x4 → 4, … 16x16 → 64."""
+    chips = topology_chips(topology)
+    if chips is None:
+        return None
+    per = per_host if per_host else (chips if chips <= _DEFAULT_CHIPS_PER_HOST else _DEFAULT_CHIPS_PER_HOST)
+    return max(1, -(-chips // per))
+
+
+def _node_problem_since(node: Node, tolerated: frozenset[str]) -> tuple[bool, datetime | None]:
+    """(is bad, since when); since None means 'unknown', which counts as already past grace."""
+    reasons: list[datetime | None] = []
+    if node.ready is not ConditionStatus.TRUE:
+        reasons.append(node.ready_transition_time)
+    if node.deletion_timestamp is not None:
+        reasons.append(node.deletion_timestamp)
+    if node.unschedulable:
+        reasons.append(None)
+    for taint in node.taints:
+        if taint.effect is TaintEffect.PREFER_NO_SCHEDULE or taint.key in tolerated:
+            continue
+        reasons.append(taint.time_added)
+    if not reasons:
+        return False, None
+    if any(r is None for r in reasons):
+        return True, None
+    return True, min(r for r in reasons if r is not None)
+
+
+def _good_since(node: Node) -> datetime | None:
+    times = [t for t in (node.ready_transition_time, node.creation_timestamp) if t is not None]
+    return max(times) if times else None
+
+
+def _unreachable_since(nodes: Iterable[Node]) -> datetime | None:
+    times = [
+        t.time_added or n.ready_transition_time
+        for n in nodes
+        for t in n.taints
+        if t.key == UNREACHABLE_TAINT and (t.time_added or n.ready_transition_time)
+    ]
+    return min(t for t in times if t is not None) if times else None
+
+
+def classify_slice(
+    pool: str,
+    nodes: list[Node],
+    now: datetime,
+    grace: timedelta,
+    stabilization: timedelta,
+    tolerated_taints: frozenset[str],
+) -> Slice:
+    """Classify one node pool; `nodes` must be non-empty and all carry TPU labels."""
+    first = nodes[0]
+    machine = next((n.machine_type for n in nodes if n.machine_type), None)
+    per_host = chips_per_host(machine, (n.tpu_chips for n in nodes))
+    shape = SliceShape(first.accelerator or "", first.topology or "", per_host)
+    expected = expected_host_count(shape.topology, per_host)
+    names = tuple(sorted(n.name for n in nodes))
+    unreachable = _unreachable_since(nodes)
+
+    bad_times: list[datetime | None] = []
+    for node in nodes:
+        bad, since = _node_problem_since(node, tolerated_taints)
+        if bad:
+            bad_times.append(since)
+    if expected is not None and len(nodes) < expected:
+        bad_times.append(None)
+    if bad_times:
+        known = [t for t in bad_times if t is not None]
+        earliest = None if len(known) < len(bad_times) else min(known)
+        if earliest is None or now - earliest >= grace:
+            return Slice(pool, shape, expected, names, SliceHealth.UNHEALTHY, earliest, unreachable)
+        return Slice(pool, shape, expected, names, SliceHealth.SUSPECT, earliest, unreachable)
+
+    goods = [_good_since(n) for n in nodes]
+    known_goods = [g for g in goods if g is not None]
+    latest = max(known_goods) if known_goods else None
+    if latest is not None and now - latest < stabilization:
+        return Slice(pool, shape, expected, names, SliceHealth.RECOVERING, latest)
+    return Slice(pool, shape, expected, names, SliceHealth.HEALTHY, latest)
+
+
+def classify_slices(
+    nodes: Iterable[Node],
+    now: datetime,
+    grace: timedelta,
+    stabilization: timedelta,
+    tolerated_taints: Iterable[str] = (),
+) -> dict[str, Slice]:
+    """Every TPU node pool in the snapshot, keyed by pool name."""
+    by_pool: dict[str, list[Node]] = defaultdict(list)
+    for node in nodes:
+        if node.node_pool and node.accelerator and node.topology:
+            by_pool[node.node_pool].append(node)
+    tolerated = frozenset(tolerated_taints)
+    return {
+        pool: classify_slice(pool, members, now, grace, stabilization, tolerated)
+        for pool, members in sorted(by_pool.items())
+    }

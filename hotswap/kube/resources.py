@@ -1,0 +1,56 @@
+"""The Kubernetes resource kinds the reconciler watches, and how to list/watch each with the client."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from kubernetes_asyncio import client
+
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """A watched kind: API coordinates plus the server-side label selector applied to list/watch."""
+
+    name: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    label_selector: str | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+NODES = ResourceKind("nodes", "", "v1", "nodes", namespaced=False)
+# JobSet pods only: every pod the JobSet controller creates carries the jobset-name label.
+PODS = ResourceKind("pods", "", "v1", "pods", namespaced=True, label_selector=JOBSET_NAME_LABEL)
+JOBSETS = ResourceKind("jobsets", "jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True)
+WORKLOADS = ResourceKind("workloads", "kueue.x-k8s.io", "v1beta2", "workloads", namespaced=True)
+CLUSTER_QUEUES = ResourceKind("clusterqueues", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
+
+WATCHED: tuple[ResourceKind, ...] = (NODES, PODS, JOBSETS, WORKLOADS, CLUSTER_QUEUES)
+
+ListFunction = Callable[..., Awaitable[Any]]
+
+
+def list_function(api: client.ApiClient, kind: ResourceKind, namespace: str | None = None) -> ListFunction:
+    """The generated client function that lists (and, with ``watch=True``, watches) ``kind``.
+
+    ``namespace`` restricts a namespaced kind to one namespace; None means all namespaces.
+    """
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    if kind.group == "" and kind.plural == "nodes":
+        return core.list_node
+    if kind.group == "" and kind.plural == "pods":
+        return partial(core.list_namespaced_pod, namespace) if namespace else core.list_pod_for_all_namespaces
+    if namespace and kind.namespaced:
+        return partial(custom.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural)
+    return partial(custom.list_cluster_custom_object, kind.group, kind.version, kind.plural)

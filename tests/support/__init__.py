@@ -1,0 +1,1 @@
+"""Test-support helpers: offline validation of emitted Kubernetes objects (CRDs and built-in kinds)."""

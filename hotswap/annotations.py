@@ -46,6 +46,11 @@ class AnnotationKeys:
         """Comma-separated RFC 3339 times of recent holds; kept after release for the rate limit (I12)."""
         return f"{self.domain}/hold-history"
 
+    @property
+    def released_at(self) -> str:
+        """When the last release happened: its demand stays booked briefly so capacity is not over-released."""
+        return f"{self.domain}/released-at"
+
     # -- on preemptor Workloads (open operation)
     @property
     def op(self) -> str:
@@ -117,10 +122,7 @@ class OpRecord:
     victims: tuple[str, ...]
 
     def encode(self) -> str:
-        return (
-            f"id={self.op_id};attempt={self.attempt};"
-            f"slices={','.join(self.slices)};victims={','.join(self.victims)}"
-        )
+        return f"id={self.op_id};attempt={self.attempt};slices={','.join(self.slices)};victims={','.join(self.victims)}"
 
     @classmethod
     def decode(cls, text: str) -> OpRecord | None:

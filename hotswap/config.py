@@ -123,9 +123,7 @@ class LeaderElectionConfig(BaseModel):
     @classmethod
     def _dns_name(cls, value: str) -> str:
         if not _DNS_LABEL.match(value) or len(value) > 63:
-            raise ValueError(
-                f"{value!r} is not a DNS-1123 label (lowercase alphanumerics and '-', ≤63 chars)"
-            )
+            raise ValueError(f"{value!r} is not a DNS-1123 label (lowercase alphanumerics and '-', ≤63 chars)")
         return value
 
     @model_validator(mode="after")
@@ -180,6 +178,13 @@ class HotswapConfig(BaseModel):
         timedelta(days=7),
         timedelta(hours=6),
         "Backstop: a held victim is released after this long whatever else holds (I10).",
+    )
+    release_settle: Duration = _duration(
+        timedelta(0),
+        timedelta(hours=1),
+        timedelta(minutes=5),
+        "After a release the victim's demand stays booked this long (or until its pods run) so the same free "
+        "slices are not promised to several victims (E5).",
     )
     max_holds_per_window: int = Field(
         default=3, ge=1, le=100, description="A Workload held this many times within holdWindow is protected."
@@ -307,9 +312,7 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
-            raise ConfigError(
-                f"hotswap configuration file {path} must hold a mapping, got {type(loaded).__name__}"
-            )
+            raise ConfigError(f"hotswap configuration file {path} must hold a mapping, got {type(loaded).__name__}")
         data = loaded
     data = _merge(data, _env_overrides(environ))
     try:

@@ -87,9 +87,7 @@ class SliceShape:
         if self.accelerator != other.accelerator or self.topology != other.topology:
             return False
         return (
-            self.chips_per_host is None
-            or other.chips_per_host is None
-            or self.chips_per_host == other.chips_per_host
+            self.chips_per_host is None or other.chips_per_host is None or self.chips_per_host == other.chips_per_host
         )
 
     @property

@@ -1,33 +1,84 @@
-"""The pure planning core: `plan(snapshot, now, config) -> Plan`, no I/O."""
+"""The pure planning core: `plan(snapshot, now, config) -> Plan`, no I/O.
+
+One pass: index the snapshot, continue/finish/abort open operations, plan new operations for infra-disrupted
+preemptors (spares first, then minimal lower-priority victim sets), release held victims, and optionally
+fast-fail opted-in pods on unreachable nodes. Everything is recomputed from the snapshot; annotations carry
+the few facts that cannot be (who holds whom, since when).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from hotswap.annotations import is_true
 from hotswap.config import HotswapConfig
 from hotswap.model import ClusterSnapshot
-from hotswap.planner.actions import Diagnostics, Plan
-from hotswap.slices import SliceHealth, classify_slices
+from hotswap.planner.actions import Diagnostics, FastFailPod, ObjectRef, Plan, make_op_id
+from hotswap.planner.ops import Ledger, advance_ops
+from hotswap.planner.preempt import disrupted_units, plan_preemptions
+from hotswap.planner.release import plan_releases
+from hotswap.planner.world import World, build_world
+from hotswap.slices import UNREACHABLE_TAINT, SliceHealth
 
 __all__ = ["plan"]
 
 
 def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Plan:
-    """Decide this pass's writes and events from one consistent snapshot (contract; full logic follows)."""
-    slices = classify_slices(
-        snapshot.nodes,
-        now,
-        config.unhealthy_grace,
-        config.recovery_stabilization,
-        config.tolerated_taint_keys,
-    )
-    health = [s.health for s in slices.values()]
+    """Decide this pass's writes and events from one consistent snapshot."""
+    world = build_world(snapshot, now, config)
+    ledger = Ledger()
+    advance_ops(world, ledger)
+    disrupted = disrupted_units(world)
+    blocked, planned, held = plan_preemptions(world, ledger, disrupted)
+    released = plan_releases(world, ledger, blocked)
+    _fast_fail(world, ledger)
+
+    health = [s.health for s in world.slices.values()]
+    held_now = sum(1 for u in world.units.values() if u.held_by is not None) + held - released
     return Plan(
         now=now,
+        actions=tuple(ledger.actions),
+        events=tuple(ledger.events),
         diagnostics=Diagnostics(
             slices_total=len(health),
             slices_unhealthy=health.count(SliceHealth.UNHEALTHY),
             slices_suspect=health.count(SliceHealth.SUSPECT),
             slices_recovering=health.count(SliceHealth.RECOVERING),
+            disrupted_preemptors=len(disrupted),
+            ops_open=len(ledger.open_ops),
+            ops_planned=planned,
+            ops_blocked=len(blocked),
+            ops_done=ledger.done,
+            ops_aborted=ledger.aborted,
+            victims_held=held,
+            victims_released=released,
+            held_workloads=max(0, held_now),
         ),
     )
+
+
+def _fast_fail(world: World, ledger: Ledger) -> None:
+    """B.6.3, opt-in twice (config and JobSet annotation): only pods on nodes unreachable for `after`."""
+    if not world.config.fast_fail.enabled:
+        return
+    after = world.config.fast_fail.after
+    for unit in sorted(world.units.values(), key=lambda u: u.key):
+        js = unit.jobset
+        if not is_true(js.annotations, world.keys.fast_fail) or js.terminal_state is not None:
+            continue
+        for pod in sorted(unit.live_pods, key=lambda p: p.name):
+            if pod.node_name is None or pod.terminal:
+                continue
+            node = world.nodes.get(pod.node_name)
+            if node is None:
+                continue
+            since = [t.time_added or node.ready_transition_time for t in node.taints if t.key == UNREACHABLE_TAINT]
+            known = [s for s in since if s is not None]
+            if known and world.now - min(known) >= after:
+                ledger.actions.append(
+                    FastFailPod(
+                        pod=ObjectRef("Pod", pod.namespace, pod.name, pod.uid),
+                        op_id=make_op_id(unit.uid, js.restarts),
+                        node_name=pod.node_name,
+                    )
+                )

@@ -62,6 +62,7 @@ class ReleaseVictim:
     op_id: str
     reason: ReleaseReason
     remove_annotations: tuple[str, ...]
+    set_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

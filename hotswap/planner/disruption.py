@@ -1,0 +1,95 @@
+"""Infra-disruption attribution and deficit (B.3): which running JobSets lost slices to infrastructure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from hotswap.model import PodPhase, SliceShape
+from hotswap.planner.world import Unit, World, unhealthy
+from hotswap.slices import SliceHealth
+
+
+@dataclass(frozen=True, slots=True)
+class Disruption:
+    """Evidence that a unit was hit by infrastructure, and when."""
+
+    since: datetime
+    pools: tuple[str, ...]
+
+
+def infra_evidence(world: World, unit: Unit) -> Disruption | None:
+    """A pod of the unit failed, was evicted, is stuck or vanished on an Unhealthy (or vanished) slice.
+
+    Running pods on a merely cordoned or tainted slice are not evidence (A7): the unit is still working.
+    Exit-code failures on healthy slices never are (A10).
+    """
+    times: list[datetime] = []
+    pools: set[str] = set()
+    for pod in unit.live_pods:
+        if pod.node_name is None:
+            continue
+        pool = world.slice_of_pod(pod)
+        if not unhealthy(world, pool):
+            continue
+        stopped = (
+            pod.phase in (PodPhase.FAILED, PodPhase.UNKNOWN)
+            or pod.deletion_timestamp is not None
+            or pod.disruption_reason is not None
+            or world.node_dead(pod.node_name)
+        )
+        if not stopped:
+            continue
+        found = world.slices.get(pool) if pool is not None else None
+        times.append(
+            (found.since if found is not None else None) or pod.disruption_time or pod.deletion_timestamp or world.now
+        )
+        pools.add(pool or f"<node {pod.node_name}>")
+    for gone in unit.departed:
+        pool = gone.node_pool or (world.node_pool_of.get(gone.node_name) if gone.node_name else None)
+        if gone.node_name is None or not unhealthy(world, pool):
+            continue
+        times.append(gone.gone_at)
+        pools.add(pool or f"<node {gone.node_name}>")
+    if not times:
+        return None
+    return Disruption(since=min(times), pools=tuple(sorted(pools)))
+
+
+def supply(world: World, unit: Unit, shape: SliceShape, extra: frozenset[str] = frozenset()) -> int:
+    """Slices of `shape` the unit holds on non-Unhealthy infrastructure (plus `extra` reserved for it)."""
+    count = 0
+    for pool in unit.occupied | extra:
+        found = world.slices.get(pool)
+        if found is not None and found.health is not SliceHealth.UNHEALTHY and found.shape.matches(shape):
+            count += 1
+    return count
+
+
+def deficit(world: World, unit: Unit, extra: frozenset[str] = frozenset()) -> dict[SliceShape, int]:
+    """Demand minus supply per TPU shape; only positive entries."""
+    result: dict[SliceShape, int] = {}
+    for shape, need in unit.demand.items():
+        missing = need - supply(world, unit, shape, extra)
+        if missing > 0:
+            result[shape] = missing
+    return result
+
+
+def placed(world: World, unit: Unit) -> bool:
+    """Every slice the unit needs has a Running pod of its current attempt on non-Unhealthy infrastructure."""
+    attempt = unit.jobset.restarts
+    pools = {
+        world.slice_of_pod(p)
+        for p in unit.live_pods
+        if p.phase is PodPhase.RUNNING and p.deletion_timestamp is None and p.restart_attempt == attempt
+    }
+    for shape, need in unit.demand.items():
+        have = 0
+        for pool in pools:
+            found = world.slices.get(pool) if pool is not None else None
+            if found is not None and found.health is not SliceHealth.UNHEALTHY and found.shape.matches(shape):
+                have += 1
+        if have < need:
+            return False
+    return True

@@ -1,0 +1,149 @@
+"""Open operations: continue, finish or abort them before planning anything new (B.5 step 0, B.7, C2, C3)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from hotswap.annotations import OpRecord, format_time
+from hotswap.planner.actions import (
+    Action,
+    ClearOp,
+    Decision,
+    EventReason,
+    HoldVictim,
+    RecordOp,
+    make_op_id,
+)
+from hotswap.planner.disruption import placed
+from hotswap.planner.world import Unit, World, hold_since
+
+
+@dataclass(slots=True)
+class Ledger:
+    """Claims made by open and newly planned operations in this pass (I3)."""
+
+    reserved: set[str] = field(default_factory=set)
+    """Slices reserved for some preemptor."""
+    claimed: set[str] = field(default_factory=set)
+    """Workload keys that are the victim of some operation."""
+    open_ops: dict[str, OpRecord] = field(default_factory=dict)
+    """Preemptor JobSet uid → its open operation after this pass."""
+    actions: list[Action] = field(default_factory=list)
+    events: list[Decision] = field(default_factory=list)
+    done: int = 0
+    aborted: int = 0
+
+    def claim(self, preemptor_uid: str, op: OpRecord) -> None:
+        self.open_ops[preemptor_uid] = op
+        self.reserved.update(op.slices)
+        self.claimed.update(op.victims)
+
+
+def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> HoldVictim:
+    """Annotations and `spec.active=false` for one victim, in one write."""
+    keys, wl = world.keys, victim.workload
+    assert wl is not None and preemptor.workload is not None
+    history = [*world.hold_times(wl), world.now]
+    previous = wl.annotations.get(keys.hold_count, "0")
+    count = int(previous) + 1 if previous.isdigit() else 1
+    held_by = f"{preemptor.jobset.namespace}/{preemptor.jobset.name}/{preemptor.uid}/{preemptor.jobset.restarts}"
+    return HoldVictim(
+        workload=victim.workload_ref(),
+        op_id=op_id,
+        preemptor=preemptor.workload_ref(),
+        set_annotations={
+            keys.held_by: held_by,
+            keys.op_id: op_id,
+            keys.held_since: format_time(world.now),
+            keys.hold_count: str(count),
+            keys.hold_history: ",".join(format_time(t) for t in sorted(history)),
+        },
+    )
+
+
+def record_action(world: World, preemptor: Unit, op: OpRecord) -> RecordOp:
+    return RecordOp(
+        workload=preemptor.workload_ref(),
+        op_id=op.op_id,
+        set_annotations={world.keys.op: op.encode()},
+    )
+
+
+def _clear(world: World, unit: Unit, op: OpRecord, reason: EventReason, message: str, ledger: Ledger) -> None:
+    ledger.actions.append(ClearOp(unit.workload_ref(), op.op_id, (world.keys.op,)))
+    ledger.events.append(Decision(reason, unit.jobset_ref(), message, op.op_id))
+
+
+def advance_ops(world: World, ledger: Ledger) -> None:
+    """Finish, abort, continue or reconstruct every operation recorded in the snapshot."""
+    held_for: dict[str, list[Unit]] = defaultdict(list)
+    for unit in world.units.values():
+        if unit.held_by is not None and unit.workload is not None and not unit.workload.active:
+            held_for[unit.held_by.uid].append(unit)
+    by_key = world.unit_by_key()
+
+    for preemptor in sorted(world.units.values(), key=lambda u: u.key):
+        op = preemptor.op
+        if preemptor.workload is None:
+            continue
+        if op is None:
+            op = _reconstruct(world, preemptor, held_for.get(preemptor.uid, []))
+            if op is None:
+                continue
+            ledger.actions.append(record_action(world, preemptor, op))
+        if not preemptor.running_in_kueue or preemptor.held_by is not None:
+            ledger.aborted += 1
+            _clear(world, preemptor, op, EventReason.ABORTED, "preemptor no longer running in Kueue", ledger)
+            continue
+        if placed(world, preemptor):
+            ledger.done += 1
+            _clear(world, preemptor, op, EventReason.DONE, "preemptor placed on healthy slices", ledger)
+            continue
+        ledger.claim(preemptor.uid, op)
+        # C2: the op was recorded but a crash (or a conflict) stopped some holds; finish them.
+        for victim_key in op.victims:
+            victim = by_key.get(victim_key)
+            if victim is None or victim.workload is None or victim.held_by is not None:
+                continue
+            if victim.running_in_kueue:
+                ledger.actions.append(hold_action(world, victim, preemptor, op.op_id))
+                ledger.events.append(
+                    Decision(
+                        EventReason.VICTIM_HELD,
+                        victim.jobset_ref(),
+                        f"held for {preemptor.key} (resumed)",
+                        op.op_id,
+                    )
+                )
+
+
+def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord | None:
+    """C3: victims are held for this preemptor but its op annotation is missing; rebuild it from them."""
+    if not preemptor.running_in_kueue or placed(world, preemptor):
+        return None
+    # Only recent holds: old ones belong to a finished op of an earlier failure and must not resurrect it.
+    recent_since = world.now - world.config.attribution_window
+    victims = [
+        v for v in victims if v.workload is not None and (hold_since(world, v.workload) or recent_since) > recent_since
+    ]
+    if not victims:
+        return None
+    op_ids = sorted({v.workload.annotations.get(world.keys.op_id, "") for v in victims if v.workload})
+    op_id = next((i for i in op_ids if i), make_op_id(preemptor.uid, preemptor.jobset.restarts))
+    pools: set[str] = set()
+    for victim in victims:
+        for pool in victim.occupied:
+            found = world.slices.get(pool)
+            if found is not None and found.usable and any(found.shape.matches(s) for s in preemptor.demand):
+                pools.add(pool)
+    attempts = [v.held_by.attempt for v in victims if v.held_by is not None]
+    return OpRecord(
+        op_id=op_id,
+        attempt=min(attempts) if attempts else preemptor.jobset.restarts,
+        slices=tuple(sorted(pools)),
+        victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
+    )
+
+
+__all__ = ["Ledger", "advance_ops", "format_time", "hold_action", "record_action"]

@@ -1,0 +1,201 @@
+"""Plan new operations for disrupted preemptors: spare slices first, then minimal victim sets (B.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hotswap.annotations import OpRecord
+from hotswap.model import SliceShape
+from hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
+from hotswap.planner.disruption import Disruption, deficit, infra_evidence
+from hotswap.planner.ops import Ledger, hold_action, record_action
+from hotswap.planner.victims import (
+    Candidate,
+    candidate_pools,
+    choose_victims,
+    in_scope,
+    lower_priority,
+    why_not_victim,
+)
+from hotswap.planner.world import Unit, World
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A disrupted preemptor nothing was done for, and what it still needs (release must not take it)."""
+
+    unit: Unit
+    needs: dict[SliceShape, int]
+
+
+def disrupted_units(world: World) -> dict[str, Disruption]:
+    """Infra evidence for every JobSet (preemptor trigger I8, and victim exclusion I9)."""
+    found: dict[str, Disruption] = {}
+    for uid, unit in world.units.items():
+        evidence = infra_evidence(world, unit)
+        if evidence is not None:
+            found[uid] = evidence
+    return found
+
+
+def _preemptor_refusal(world: World, unit: Unit) -> str | None:
+    if unit.workload is None:
+        return "not Kueue-managed"
+    if not unit.running_in_kueue:
+        return "not running in Kueue"
+    if unit.held_by is not None:
+        return "held as a victim"
+    if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
+        return "TAS ClusterQueue (Kueue replaces failed nodes itself)"
+    if not unit.movable:
+        return "not default exclusive node-pool placement"
+    return None
+
+
+def free_slices(world: World, ledger: Ledger) -> list[str]:
+    """Usable slices with no occupant and no reservation, by name."""
+    return [
+        name
+        for name, found in world.slices.items()
+        if found.usable and not world.occupants.get(name) and name not in ledger.reserved
+    ]
+
+
+def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disruption]) -> tuple[list[Blocked], int, int]:
+    """Returns (blocked preemptors, ops planned, victims held)."""
+    queue: list[tuple[Unit, Disruption]] = []
+    for uid, evidence in disrupted.items():
+        unit = world.units[uid]
+        if uid in ledger.open_ops or not deficit(world, unit):
+            continue
+        refusal = _preemptor_refusal(world, unit)
+        if refusal is not None:
+            if unit.running_in_kueue and not unit.movable:
+                ledger.events.append(
+                    Decision(
+                        EventReason.BLOCKED,
+                        unit.jobset_ref(),
+                        f"hotswap refused: {refusal}",
+                        type=EventType.WARNING,
+                    )
+                )
+            continue
+        queue.append((unit, evidence))
+    queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
+
+    eligible = [
+        u
+        for u in sorted(world.units.values(), key=lambda u: u.key)
+        if why_not_victim(world, u, set(disrupted), ledger.claimed) is None
+    ]
+    spare = free_slices(world, ledger)
+    surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
+    budget = world.config.max_victims_per_pass
+    blocked: list[Blocked] = []
+    planned = held = 0
+
+    for preemptor, _evidence in queue:
+        needs = deficit(world, preemptor)
+        taken: list[str] = []
+        remaining: dict[SliceShape, int] = {}
+        for shape in sorted(needs, key=lambda s: (s.key, s.chips_per_host or 0)):
+            k = needs[shape]
+            for pool in [*spare, *surplus]:
+                if k == 0:
+                    break
+                if pool not in taken and world.slices[pool].shape.matches(shape):
+                    taken.append(pool)
+                    k -= 1
+            remaining[shape] = k
+
+        victims: list[Unit] = []
+        assigned: list[str] = []  # slices the victims free for this preemptor
+        reason = ""
+        for shape in sorted(remaining, key=lambda s: (s.key, s.chips_per_host or 0)):
+            avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
+            k = remaining[shape] - len(avail)
+            if k > 0:
+                chosen_uids = {v.uid for v in victims}
+                excluded = ledger.reserved | set(taken) | set(assigned)
+                candidates = []
+                for victim in eligible:
+                    if victim.uid in chosen_uids or victim.workload is None:
+                        continue
+                    if not lower_priority(preemptor, victim) or not in_scope(world, preemptor, victim):
+                        continue
+                    pools = candidate_pools(world, victim, shape, excluded)
+                    if pools:
+                        candidates.append(Candidate(victim, pools, victim.start_time()))
+                choice = choose_victims(k, candidates, world.occupants, world.now)
+                if choice is None:
+                    reason = f"no lower-priority victims can free {k} more {shape.key} slice(s)"
+                    break
+                victims.extend(c.unit for c in choice)
+                avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
+            assigned.extend(avail[: remaining[shape]])
+        if not reason and len(victims) > budget:
+            reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
+        if reason:
+            blocked.append(Blocked(preemptor, needs))
+            ledger.events.append(Decision(EventReason.BLOCKED, preemptor.jobset_ref(), reason, type=EventType.WARNING))
+            continue
+
+        op_id = make_op_id(preemptor.uid, preemptor.jobset.restarts)
+        all_freed = _freed(world, victims, ledger, taken)
+        surplus.extend(p for p in all_freed if p not in assigned and p not in surplus)
+        slices = tuple(sorted({*taken, *assigned}))
+        for pool in slices:
+            if pool in spare:
+                spare.remove(pool)
+            if pool in surplus:
+                surplus.remove(pool)
+        op = OpRecord(
+            op_id=op_id,
+            attempt=preemptor.jobset.restarts,
+            slices=slices,
+            victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
+        )
+        ledger.claim(preemptor.uid, op)
+        ledger.actions.append(record_action(world, preemptor, op))
+        spare_text = f"{len(taken)} spare" if taken else "no spare"
+        ledger.events.append(
+            Decision(
+                EventReason.PLANNED,
+                preemptor.jobset_ref(),
+                f"{spare_text} slice(s), {len(victims)} victim(s) for slices {', '.join(slices)}",
+                op_id,
+            )
+        )
+        for victim in sorted(victims, key=lambda v: v.key):
+            ledger.actions.append(hold_action(world, victim, preemptor, op_id))
+            ledger.events.append(
+                Decision(
+                    EventReason.VICTIM_HELD,
+                    victim.jobset_ref(),
+                    f"held (spec.active=false) to free slices for {preemptor.key}",
+                    op_id,
+                )
+            )
+        eligible = [u for u in eligible if u not in victims]
+        budget -= len(victims)
+        planned += 1
+        held += len(victims)
+    return blocked, planned, held
+
+
+def _freed(world: World, victims: list[Unit], ledger: Ledger, taken: list[str]) -> list[str]:
+    """Usable, unreserved slices whose every occupant is among `victims`, by name."""
+    uids = {v.uid for v in victims}
+    pools = sorted({p for v in victims for p in v.occupied})
+    result = []
+    for pool in pools:
+        found = world.slices.get(pool)
+        if found is None or not found.usable or pool in ledger.reserved or pool in taken:
+            continue
+        if world.occupants.get(pool, set()) <= uids:
+            result.append(pool)
+    return result
+
+
+def _matching(world: World, pools: list[str], shape: SliceShape, exclude: list[str]) -> list[str]:
+    return [p for p in pools if p not in exclude and world.slices[p].shape.matches(shape)]

@@ -1,0 +1,116 @@
+"""Release held victims (B.7): capacity in priority order, preemptor gone, maxHold backstop, manual reactivation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from hotswap.annotations import format_time, parse_time
+from hotswap.config import ReleaseOnPreemptorGone
+from hotswap.model import SliceShape
+from hotswap.planner.actions import Decision, EventReason, ReleaseReason, ReleaseVictim
+from hotswap.planner.disruption import supply
+from hotswap.planner.ops import Ledger
+from hotswap.planner.preempt import Blocked, free_slices
+from hotswap.planner.world import Unit, World, hold_since
+
+
+def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, note: str) -> None:
+    wl = victim.workload
+    assert wl is not None
+    keys = world.keys
+    ledger.actions.append(
+        ReleaseVictim(
+            workload=victim.workload_ref(),
+            op_id=wl.annotations.get(keys.op_id, ""),
+            reason=reason,
+            remove_annotations=keys.victim_hold_keys(),
+            set_annotations={keys.released_at: format_time(world.now)},
+        )
+    )
+    ledger.events.append(
+        Decision(
+            EventReason.VICTIM_RELEASED,
+            victim.jobset_ref(),
+            f"released ({reason.value}): {note}",
+            wl.annotations.get(keys.op_id, ""),
+        )
+    )
+
+
+def _take(world: World, free: list[str], needs: dict[SliceShape, int]) -> list[str] | None:
+    """Slices from `free` covering every shape's need, or None (all or nothing)."""
+    taken: list[str] = []
+    for shape, need in sorted(needs.items(), key=lambda sn: (sn[0].key, sn[0].chips_per_host or 0)):
+        matching = [p for p in free if p not in taken and world.slices[p].shape.matches(shape)]
+        if len(matching) < need:
+            return None
+        taken.extend(matching[:need])
+    return taken
+
+
+def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]]:
+    """Demand still unplaced of recently released Workloads: it is booked against free slices (E5)."""
+    booked = []
+    for unit in units:
+        wl = unit.workload
+        if wl is None or unit.held_by is not None or not wl.active:
+            continue
+        released = parse_time(wl.annotations.get(world.keys.released_at, ""))
+        if released is None or world.now - released >= world.config.release_settle:
+            continue
+        missing = {s: n - supply(world, unit, s) for s, n in unit.demand.items()}
+        missing = {s: n for s, n in missing.items() if n > 0}
+        if missing:
+            booked.append(missing)
+    return booked
+
+
+def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
+    """Append release actions; returns how many victims are released."""
+    config, now = world.config, world.now
+    released = 0
+    waiting: list[tuple[Unit, bool, datetime]] = []
+    held = sorted(
+        (u for u in world.units.values() if u.held_by is not None and u.workload is not None),
+        key=lambda u: u.key,
+    )
+    for victim in held:
+        wl = victim.workload
+        assert wl is not None and victim.held_by is not None
+        if wl.active:
+            _release(world, ledger, victim, ReleaseReason.REACTIVATED_EXTERNALLY, "reactivated by someone else")
+            released += 1
+            continue
+        since = hold_since(world, wl)
+        if since is None or now - since >= config.max_hold:
+            _release(world, ledger, victim, ReleaseReason.MAX_HOLD, f"held longer than {config.max_hold}")
+            released += 1
+            continue
+        preemptor = world.units.get(victim.held_by.uid)
+        gone = preemptor is None or not preemptor.running_in_kueue
+        op = ledger.open_ops.get(victim.held_by.uid)
+        if gone and config.release_on_preemptor_gone is ReleaseOnPreemptorGone.IMMEDIATE:
+            _release(world, ledger, victim, ReleaseReason.PREEMPTOR_GONE, "preemptor finished or gone")
+            released += 1
+            continue
+        if op is not None and wl.key in op.victims:
+            continue  # E3: stay held until the preemptor's attempt is placed
+        waiting.append((victim, gone, since))
+
+    free = free_slices(world, ledger)
+    for needs in [*(b.needs for b in blocked), *_settling(world, world.units.values())]:
+        for shape, need in needs.items():  # book what exists, even if it is not enough
+            for pool in [p for p in free if world.slices[p].shape.matches(shape)][:need]:
+                free.remove(pool)
+    waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
+    for victim, gone, _since in waiting:
+        taken = _take(world, free, victim.demand)
+        if taken is None:
+            continue  # no over-release; lower-priority victims may still fit smaller shapes
+        for pool in taken:
+            free.remove(pool)
+        reason = ReleaseReason.PREEMPTOR_GONE if gone else ReleaseReason.CAPACITY
+        _release(world, ledger, victim, reason, f"capacity on {', '.join(taken) or 'no TPU slices needed'}")
+        released += 1
+    return released

@@ -1,0 +1,159 @@
+"""Victim eligibility (I1-I5, I9, I12, B8-B17) and minimal whole-JobSet victim selection (B.5, I6, I7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from hotswap.config import Scope
+from hotswap.model import SliceShape
+from hotswap.planner.world import Unit, World
+
+
+def in_scope(world: World, preemptor: Unit, victim: Unit) -> bool:
+    scope = world.config.scope
+    if scope is Scope.CLUSTER:
+        return True
+    h_cq, v_cq = preemptor.cluster_queue, victim.cluster_queue
+    h_name = preemptor.workload.cluster_queue if preemptor.workload else None
+    v_name = victim.workload.cluster_queue if victim.workload else None
+    if h_name is None or v_name is None:
+        return False
+    if h_name == v_name:
+        return True
+    if scope is Scope.CLUSTER_QUEUE:
+        return False
+    return (
+        h_cq is not None and v_cq is not None and h_cq.cohort_name is not None and h_cq.cohort_name == v_cq.cohort_name
+    )
+
+
+def lower_priority(preemptor: Unit, victim: Unit) -> bool:
+    """Strictly lower under Kueue priority AND pod priority (I1, B16)."""
+    return victim.kueue_priority < preemptor.kueue_priority and victim.pod_priority < preemptor.pod_priority
+
+
+def why_not_victim(world: World, victim: Unit, disrupted: set[str], claimed: set[str]) -> str | None:
+    """Preemptor-independent reasons a unit can never be a victim this pass; None if it may be."""
+    wl = victim.workload
+    if wl is None:
+        return "not Kueue-managed"
+    if not victim.running_in_kueue:
+        return "not running in Kueue"
+    if victim.held_by is not None or wl.key in claimed:
+        return "already held or claimed"
+    if victim.op is not None:
+        return "preemptor of an open operation"
+    if victim.uid in disrupted:
+        return "itself infra-disrupted"
+    if not victim.movable:
+        return "not default exclusive placement"
+    if victim.cluster_queue is not None and victim.cluster_queue.uses_tas:
+        return "TAS ClusterQueue"
+    if world.protected(victim):
+        return "protected"
+    if len(world.hold_times(wl)) >= world.config.max_holds_per_window:
+        return "hold rate limit"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    unit: Unit
+    pools: frozenset[str]
+    """Usable, unreserved slices of the wanted shape this victim occupies."""
+    start: datetime
+
+    @property
+    def key(self) -> str:
+        return self.unit.key
+
+
+def candidate_pools(world: World, victim: Unit, shape: SliceShape, reserved: set[str]) -> frozenset[str]:
+    pools = set()
+    for pool in victim.occupied:
+        found = world.slices.get(pool)
+        if found is not None and found.usable and pool not in reserved and found.shape.matches(shape):
+            pools.add(pool)
+    return frozenset(pools)
+
+
+def freed_count(chosen: Iterable[Candidate], occupants: Mapping[str, set[str]]) -> int:
+    """Slices all of whose occupants are chosen (I2: a shared slice needs every occupant)."""
+    members = list(chosen)
+    uids = {c.unit.uid for c in members}
+    pools = set().union(*(c.pools for c in members)) if members else set()
+    return sum(1 for p in pools if occupants.get(p, set()) <= uids)
+
+
+def _order(c: Candidate, now: datetime) -> tuple[int, int, float, str]:
+    # Lower priority first, then least progress lost (most recently (re)started), then name.
+    return (c.unit.kueue_priority, c.unit.pod_priority, (now - c.start).total_seconds(), c.key)
+
+
+def _gain(c: Candidate, uids: set[str], freed: set[str], waiting: set[str], occupants: Mapping[str, set[str]]) -> int:
+    """Slices that choosing `c` would newly free (its own, and shared ones it completes)."""
+    with_c = uids | {c.unit.uid}
+    own = sum(1 for p in c.pools if p not in freed and occupants.get(p, set()) <= with_c)
+    shared = sum(1 for p in waiting - c.pools if occupants.get(p, set()) <= with_c)
+    return own + shared
+
+
+def choose_victims(
+    needed: int, candidates: list[Candidate], occupants: Mapping[str, set[str]], now: datetime
+) -> list[Candidate] | None:
+    """Pick a victim set freeing ≥ `needed` slices, minimising (max priority, count, surplus, progress, name).
+
+    None if even all candidates cannot cover it (then nothing is evicted, I6).
+    """
+    if needed <= 0:
+        return []
+    ordered = sorted(candidates, key=lambda c: _order(c, now))
+    # 1. Lowest achievable maximum priority: add whole priority levels until covered.
+    threshold: int | None = None
+    prefix: list[Candidate] = []
+    index = 0
+    while index < len(ordered):
+        level = ordered[index].unit.kueue_priority
+        while index < len(ordered) and ordered[index].unit.kueue_priority == level:
+            prefix.append(ordered[index])
+            index += 1
+        if freed_count(prefix, occupants) >= needed:
+            threshold = level
+            break
+    if threshold is None:
+        return None
+    pool = prefix
+    # 2. Greedy: finish with the tightest single fit, otherwise take the biggest gain.
+    chosen: list[Candidate] = []
+    uids: set[str] = set()
+    freed: set[str] = set()
+    waiting: set[str] = set()  # chosen slices still shared with an unchosen occupant
+    remaining = list(pool)
+    while len(freed) < needed and remaining:
+        gains = [(_gain(c, uids, freed, waiting, occupants), c) for c in remaining]
+        covered = len(freed)
+        closing = [(g, c) for g, c in gains if covered + g >= needed]
+        if closing:
+            _, pick = min(closing, key=lambda gc: (gc[0], _order(gc[1], now)))
+        else:
+            best_gain, pick = min(gains, key=lambda gc: (-gc[0], _order(gc[1], now)))
+            if best_gain <= 0:
+                break
+        chosen.append(pick)
+        remaining.remove(pick)
+        uids.add(pick.unit.uid)
+        for p in pick.pools | waiting:
+            (freed if occupants.get(p, set()) <= uids else waiting).add(p)
+        waiting -= freed
+    covered = len(freed)
+    if covered < needed:
+        # Only shared slices left: every co-occupant must go; take the whole level prefix and minimise.
+        chosen = list(pool)
+    # 3. Reverse minimisation: drop any victim not needed for coverage (I7).
+    for victim in reversed(list(chosen)):
+        trial = [c for c in chosen if c is not victim]
+        if freed_count(trial, occupants) >= needed:
+            chosen = trial
+    return sorted(chosen, key=lambda c: c.key)

@@ -1,0 +1,138 @@
+"""kube-scheduler placement of JobSet pods with exclusive node-pool topology (pure decisions).
+
+Models what matters for hotswap (research sec. 1.2, 2.5, 4):
+- the activeQ is ordered by pod priority, then creation time;
+- a leader (completion index 0) needs a host in a pool with no pod of *another* job-key at its *own*
+  priority (priority-scoped anti-affinity, JobSet >= v0.7); followers exist only once their leader is bound
+  and are pinned to the leader's pool by nodeSelector;
+- with ``preemption`` (PriorityClass preemptionPolicy PreemptLowerPriority) PostFilter evicts lower-priority
+  pods one node at a time, picking the node whose victim has the lowest priority, then the latest start;
+  a pod that already nominated a node does not preempt again while that node is being freed.
+A host holds one pod (4 chips each). Pool choice among free pools: most free hosts, then lowest id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from hotswap.sim.state import Pod, PodPhase, Slice
+
+
+@dataclass(frozen=True)
+class Bind:
+    pod: Pod
+    slice: Slice
+    host: int
+
+
+@dataclass(frozen=True)
+class Preempt:
+    preemptor: Pod
+    victim: Pod
+    slice: Slice
+    host: int
+
+
+Decision = Bind | Preempt
+
+
+def _pod_order(p: Pod) -> tuple[int, float, int]:
+    return (-p.priority, p.created, p.uid)
+
+
+def _anti_affinity_ok(pod: Pod, s: Slice, cycle: dict[int, list[Pod]]) -> bool:
+    """Leader rule: no pod of another job-key with the same priority in the pool (incl. this cycle's binds)."""
+    return all(
+        other is None or other.job_key == pod.job_key or other.priority != pod.priority
+        for other in (*s.hosts, *cycle.get(s.id, ()))
+    )
+
+
+def _leader_slice(pod: Pod) -> Slice | None:
+    for p in pod.job.pods:
+        if p.child == pod.child and p.index == 0 and p.attempt == pod.attempt:
+            if p.phase in (PodPhase.STARTING, PodPhase.RUNNING) and p.slice is not None:
+                return p.slice
+            return None
+    return None
+
+
+def schedule(pending: Iterable[Pod], slices: Sequence[Slice], preemption: bool) -> list[Decision]:
+    """One scheduling cycle over all pending pods. Does not mutate state."""
+    taken: set[tuple[int, int]] = set()
+    # Nominations reserve a host against lower-priority pods (and against peers later in the queue).
+    nominated: dict[tuple[int, int], Pod] = {}
+    queue = sorted(pending, key=_pod_order)
+    for p in queue:
+        if p.nominated is not None and p.nominated[0].schedulable:
+            nominated[(p.nominated[0].id, p.nominated[1])] = p
+    decisions: list[Decision] = []
+    victims: set[int] = set()
+    cycle: dict[int, list[Pod]] = {}  # pods bound in this cycle, by slice id
+
+    def bind(pod: Pod, s: Slice, h: int) -> None:
+        taken.add((s.id, h))
+        cycle.setdefault(s.id, []).append(pod)
+        decisions.append(Bind(pod, s, h))
+
+    def free_hosts(s: Slice, pod: Pod) -> list[int]:
+        out = []
+        for h, occupant in enumerate(s.hosts):
+            if occupant is not None or (s.id, h) in taken:
+                continue
+            holder = nominated.get((s.id, h))
+            if holder is not None and holder is not pod and holder.priority >= pod.priority:
+                continue
+            out.append(h)
+        return out
+
+    for pod in queue:
+        if pod.nominated is not None and pod.nominated[0].schedulable:
+            s, h = pod.nominated
+            if s.hosts[h] is None and (s.id, h) not in taken:
+                bind(pod, s, h)
+                continue
+            if any(o is not None and o.phase is PodPhase.TERMINATING for o in s.hosts):
+                continue  # wait for the victims it already chose
+        if pod.index == 0:
+            pools = [s for s in slices if s.schedulable and _anti_affinity_ok(pod, s, cycle)]
+        else:
+            leader_pool = _leader_slice(pod)
+            if leader_pool is None:
+                continue  # follower rejected by the JobSet webhook until the leader is bound
+            pools = [leader_pool] if leader_pool.schedulable else []
+        best: tuple[int, int, Slice, int] | None = None
+        for s in pools:
+            hosts = free_hosts(s, pod)
+            if hosts and (best is None or (-len(hosts), s.id) < (best[0], best[1])):
+                best = (-len(hosts), s.id, s, hosts[0])
+        if best is not None:
+            bind(pod, best[2], best[3])
+            continue
+        if not preemption:
+            continue
+        choice: tuple[tuple[int, float, int, int], Slice, int, Pod] | None = None
+        for s in pools:
+            for h, occupant in enumerate(s.hosts):
+                if (
+                    occupant is None
+                    or occupant.phase is PodPhase.TERMINATING
+                    or occupant.priority >= pod.priority
+                    or occupant.uid in victims
+                    or (s.id, h) in taken
+                ):
+                    continue
+                holder = nominated.get((s.id, h))
+                if holder is not None and holder.priority >= pod.priority:
+                    continue
+                started = occupant.running_at if occupant.running_at is not None else occupant.created
+                key = (occupant.priority, -started, s.id, h)
+                if choice is None or key < choice[0]:
+                    choice = (key, s, h, occupant)
+        if choice is not None:
+            _, s, h, victim = choice
+            victims.add(victim.uid)
+            nominated[(s.id, h)] = pod
+            decisions.append(Preempt(pod, victim, s, h))
+    return decisions

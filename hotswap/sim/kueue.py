@@ -1,0 +1,62 @@
+"""Kueue admission for one ClusterQueue (pure decisions; research sec. 3.2, 3.3, 3.12).
+
+Quota is the fleet's nominal TPU chips and does not shrink when slices fail (Kueue does not see physical
+capacity). Queue order is priority, then creation time (BestEffortFIFO). A pending workload that does not fit
+may preempt admitted lower-priority workloads (withinClusterQueue: LowerPriority): candidates lowest priority
+first, most recently admitted first, greedy then a minimising reverse pass. Preemption is whole-Workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from hotswap.sim.state import Job, JobState
+
+
+@dataclass(frozen=True)
+class AdmissionPlan:
+    admit: list[Job] = field(default_factory=list)
+    preempt: list[Job] = field(default_factory=list)
+
+
+def _demand(job: Job, chips_per_slice: int) -> int:
+    return job.slices * chips_per_slice
+
+
+def plan_admission(jobs: Iterable[Job], quota_chips: int, chips_per_slice: int, now: float = 0.0) -> AdmissionPlan:
+    jobs = list(jobs)
+    admitted = [j for j in jobs if j.quota_reserved]
+    used = sum(_demand(j, chips_per_slice) for j in admitted)
+    queued = sorted(
+        (j for j in jobs if j.state is JobState.QUEUED and j.active and not j.quota_reserved and j.requeue_at <= now),
+        key=lambda j: (-j.priority, j.created, j.id),
+    )
+    plan = AdmissionPlan()
+    for w in queued:
+        need = _demand(w, chips_per_slice)
+        if used + need <= quota_chips:
+            plan.admit.append(w)
+            used += need
+            continue
+        candidates = sorted(
+            (j for j in admitted if j.state is JobState.ADMITTED and j.priority < w.priority and j not in plan.preempt),
+            key=lambda j: (j.priority, -(j.last_admitted_at or 0.0), j.id),
+        )
+        chosen: list[Job] = []
+        freed = 0
+        for c in candidates:
+            if used - freed + need <= quota_chips:
+                break
+            chosen.append(c)
+            freed += _demand(c, chips_per_slice)
+        if used - freed + need > quota_chips:
+            continue
+        for c in list(reversed(chosen)):
+            if used - (freed - _demand(c, chips_per_slice)) + need <= quota_chips:
+                chosen.remove(c)
+                freed -= _demand(c, chips_per_slice)
+        plan.preempt.extend(chosen)
+        # The preemptor is admitted on a later cycle, once the victims' quota is released.
+        break
+    return plan

@@ -1,0 +1,234 @@
+"""Simulation parameters: every timing is named, defaulted and sourced.
+
+Tags in the descriptions follow hotswap-research.md: [V] verified upstream/docs, [S] secondary,
+[I] inference, [U] unverified assumption (swept in the benchmark where it matters).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+HOUR = 3600.0
+MINUTE = 60.0
+
+Seconds = Annotated[float, Field(ge=0.0)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Timing(_Frozen):
+    """Latencies of the Kubernetes / Kueue / JobSet machinery the simulator replays."""
+
+    fault_to_pod_failed_s: Seconds = Field(
+        10.0,
+        description="Hardware fault -> the workload's containers on the slice exit and the pods are Failed. "
+        "[U] libtpu/ICI errors surface within seconds; no public v6e figure.",
+    )
+    fault_to_node_unhealthy_s: Seconds = Field(
+        10.0,
+        description="Hardware fault -> nodes of the slice report NotReady / get a NoSchedule taint "
+        "(GKE TPU health checks). [U]",
+    )
+    node_monitor_grace_s: Seconds = Field(
+        50.0,
+        description="Unreachable kubelet -> node NotReady/unreachable taint (node-monitor-grace-period). "
+        "[V] KEP-6757 citing k8s docs.",
+    )
+    taint_eviction_s: Seconds = Field(
+        300.0,
+        description="Default toleration of node.kubernetes.io/unreachable before taint eviction. [V] KEP-6757.",
+    )
+    fast_fail_after_s: Seconds = Field(
+        60.0,
+        description="Unreachable for this long -> opt-in fast-fail (or Kueue FailureRecoveryPolicy) force-"
+        "deletes the zombie pods. [V] spec B.6.3 default / KEP-6757 (grace + 60 s).",
+    )
+    fast_fail: bool = Field(
+        True,
+        description="Whether zombie pods on unreachable nodes are force-deleted after fast_fail_after_s "
+        "(opt-in fast-fail or Kueue FailureRecoveryPolicy). Off = zombies block until repair [V] sec. 2.4.",
+    )
+    pod_termination_grace_s: Seconds = Field(
+        30.0,
+        description="terminationGracePeriodSeconds of training pods; victims and restarted pods need it to "
+        "leave a node. [V] k8s default 30 s; TPU checkpoint-on-SIGTERM may take 30-120 s [U].",
+    )
+    jobset_recreate_s: Seconds = Field(
+        5.0,
+        description="All old pods gone -> new child Jobs and pods created (BlockingRecreate). [U] no small-"
+        "slice data; KEP-467 gives ~130 s only at 5,000 nodes.",
+    )
+    pod_start_s: Seconds = Field(
+        15.0,
+        description="Pod bound -> Running (image cached, hostNetwork). Together with jobset_recreate_s this is "
+        "the low end of the 20-60 s restart range of anchor (d). [U]",
+    )
+    follower_create_s: Seconds = Field(
+        1.0,
+        description="Leader bound -> follower pods admitted by the JobSet webhook and created (the Job "
+        "controller retries rejected followers). [I] sec. 2.5.",
+    )
+    kueue_admission_s: Seconds = Field(
+        1.0,
+        description="Kueue admission/eviction/requeue reaction. [V] ~40 admissions/s in Kueue perf tests.",
+    )
+    reconciler_reaction_s: Seconds = Field(
+        1.0,
+        description="Watch event -> reconciler pass starts (event-driven informers). [I] design.",
+    )
+    reconciler_resync_s: Seconds = Field(
+        30.0,
+        description="Reconciler periodic resync while anything is unhealthy, held or in flight. [design] spec B.5.",
+    )
+    api_write_s: Seconds = Field(
+        0.5,
+        description="One Workload update (spec.active) reaching Kueue. [U]",
+    )
+    pods_ready_timeout_s: Seconds = Field(
+        30 * MINUTE,
+        description="Kueue waitForPodsReady timeout and recoveryTimeout: an admitted workload whose pods are "
+        "not all ready this long is evicted (PodsReadyTimeout) and requeued. [V] docs default 30 min.",
+    )
+    requeue_backoff_base_s: Seconds = Field(
+        60.0, description="Kueue requeuingStrategy backoffBaseSeconds. [V] default 60 s."
+    )
+    requeue_backoff_max_s: Seconds = Field(
+        3600.0, description="Kueue requeuingStrategy backoffMaxSeconds. [V] default 3600 s."
+    )
+    checkpoint_interval_s: Seconds = Field(
+        30 * MINUTE,
+        description="Training checkpoint period: a restart loses the progress since the last checkpoint. [U]",
+    )
+
+
+class RepairBand(_Frozen):
+    """One component of the repair-time mixture: uniform between low_s and high_s."""
+
+    weight: float = Field(gt=0.0, description="Relative probability of this band.")
+    low_s: Seconds = Field(description="Shortest repair in this band, seconds.")
+    high_s: Seconds = Field(description="Longest repair in this band, seconds.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RepairBand:
+        if self.high_s < self.low_s:
+            raise ValueError(f"high_s={self.high_s} must be >= low_s={self.low_s}")
+        return self
+
+
+class FailureKind(StrEnum):
+    CRASH = "crash"  # hardware fault, kubelet alive: pods fail fast, node marked unhealthy
+    UNREACHABLE = "unreachable"  # kubelet silent: NotReady after grace, zombies until fast-fail or repair
+
+
+def _default_repair_mixture() -> tuple[RepairBand, ...]:
+    return (
+        RepairBand(weight=0.50, low_s=5.0, high_s=1 * MINUTE),
+        RepairBand(weight=0.45, low_s=10 * MINUTE, high_s=20 * MINUTE),
+        RepairBand(weight=0.05, low_s=1 * HOUR, high_s=4 * HOUR),
+    )
+
+
+class Failures(_Frozen):
+    """Whole-slice infrastructure failures: Poisson per healthy slice, repair from a mixture."""
+
+    slice_mtbf_h: float = Field(
+        3200.0,
+        gt=0.0,
+        description="Mean hours between failures of one 16-chip slice. [S] Llama-3 GPU proxy "
+        "(1 per ~5e4 accelerator-hours), anchor (d).",
+    )
+    rate_multiplier: float = Field(
+        1.0, gt=0.0, description="Sensitivity factor on the failure rate (anchor (d) suggests 0.3 ... 3)."
+    )
+    repair_mixture: tuple[RepairBand, ...] = Field(
+        default_factory=_default_repair_mixture,
+        description="Repair-time mixture. Bands [V] (GKE ~10 min auto-repair, TPU 'up to a few hours'); "
+        "weights 50/45/5 % are [I] assumptions.",
+    )
+    unreachable_fraction: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of failures where the kubelet goes silent (zombie pods) instead of crashing the "
+        "workload. [U]; scenario S4 sweeps it.",
+    )
+    storm_slices: int = Field(0, ge=0, description="Extra correlated storm: this many slices fail ...")
+    storm_window_s: Seconds = Field(60.0, description="... uniformly within this window ...")
+    storm_every_h: float = Field(0.0, ge=0.0, description="... every this many hours (0 = no storms). Scenario S2.")
+
+    @property
+    def rate_per_slice_s(self) -> float:
+        return self.rate_multiplier / (self.slice_mtbf_h * HOUR)
+
+
+class JobClass(_Frozen):
+    """A closed population of JobSets of one priority: every finished job is replaced at once."""
+
+    name: str = Field(description="Class name, e.g. 'high'.")
+    priority: int = Field(description="PriorityClass value (Kueue and pod priority agree).")
+    slices: int = Field(ge=1, description="Replicas = TPU slices per JobSet (one child Job per slice).")
+    population: int = Field(ge=0, description="JobSets of this class submitted at any time.")
+    mean_duration_h: float = Field(
+        gt=0.0, description="Mean useful run time (exponential), hours. [U] training runs of hours to days."
+    )
+    max_restarts: int = Field(10, ge=0, description="JobSet failurePolicy.maxRestarts. [V] Google example.")
+    restarts_ignore_disruption: bool = Field(
+        False,
+        description="JobSet rule RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy (spec B.10). Off in "
+        "Google's hotswap example [V], so preemptions burn maxRestarts.",
+    )
+
+
+class Fleet(_Frozen):
+    """Slices of one shape (the planner handles several; the standard scenarios use v6e 4x4)."""
+
+    slices: int = Field(ge=1, description="Number of TPU slices (node pools).")
+    hosts_per_slice: int = Field(4, ge=1, description="Hosts per slice: v6e 4x4 = 4 hosts x 4 chips. [V]")
+    chips_per_host: int = Field(4, ge=1, description="google.com/tpu per host. [V]")
+    topology: str = Field("4x4", description="cloud.google.com/gke-tpu-topology of every slice.")
+    accelerator: str = Field("tpu-v6e-slice", description="cloud.google.com/gke-tpu-accelerator.")
+    machine_type: str = Field("ct6e-standard-4t", description="Machine type of the hosts.")
+
+
+def _default_classes() -> tuple[JobClass, ...]:
+    return (
+        JobClass(name="high", priority=2_000_000, slices=2, population=4, mean_duration_h=72.0),
+        JobClass(name="medium", priority=1_500_000, slices=1, population=8, mean_duration_h=24.0),
+        JobClass(name="low", priority=1_000_000, slices=1, population=20, mean_duration_h=12.0),
+    )
+
+
+class Scenario(_Frozen):
+    """Everything one simulation run needs besides the policy."""
+
+    name: str = Field("custom", description="Scenario name used in reports.")
+    seed: int = Field(1, description="Seed of every random stream; identical across policies.")
+    horizon_h: float = Field(24 * 365.0, gt=0.0, description="Simulated time, hours.")
+    fleet: Fleet = Field(default_factory=lambda: Fleet(slices=32))
+    classes: tuple[JobClass, ...] = Field(default_factory=_default_classes)
+    failures: Failures = Field(default_factory=Failures)
+    timing: Timing = Field(default_factory=Timing)
+    high_priority: int | None = Field(
+        None, description="Priorities >= this count as 'high' in metrics (default: the top class)."
+    )
+
+    @model_validator(mode="after")
+    def _classes_fit(self) -> Scenario:
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"classes: names must be unique, got {names}")
+        for c in self.classes:
+            if c.slices > self.fleet.slices:
+                raise ValueError(f"classes[{c.name}].slices={c.slices} exceeds fleet.slices={self.fleet.slices}")
+        return self
+
+    @property
+    def high_threshold(self) -> int:
+        if self.high_priority is not None:
+            return self.high_priority
+        return max(c.priority for c in self.classes)

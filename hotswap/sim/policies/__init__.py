@@ -1,0 +1,1 @@
+"""Hotswap policies compared by the simulator."""

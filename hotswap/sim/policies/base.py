@@ -1,0 +1,21 @@
+"""What a hotswap policy contributes to a simulation run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from hotswap.sim.simulator import Simulator
+
+
+class Policy(Protocol):
+    """A policy decides whether kube-scheduler preempts and may act on every state change."""
+
+    name: str
+    scheduler_preemption: bool
+
+    def attach(self, sim: Simulator) -> None:
+        """Called once before the run starts."""
+
+    def on_change(self) -> None:
+        """Called after each batch of state changes (coalesced per simulated instant)."""

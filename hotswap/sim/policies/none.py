@@ -1,0 +1,21 @@
+"""`none`: no preemption at all; a disrupted JobSet waits for capacity (usually its repaired slice)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hotswap.sim.simulator import Simulator
+
+
+class NonePolicy:
+    """PriorityClasses with preemptionPolicy: Never and no reconciler."""
+
+    name = "none"
+    scheduler_preemption = False
+
+    def attach(self, sim: Simulator) -> None:
+        del sim
+
+    def on_change(self) -> None:
+        return None

@@ -1,0 +1,25 @@
+"""`scheduler`: GKE's documented hotswap pattern (research sec. 1.2).
+
+PriorityClasses with preemptionPolicy: PreemptLowerPriority, priority-scoped exclusive placement, JobSet
+failurePolicy restarts. All behaviour lives in the shared kube-scheduler/JobSet/Kueue model: per-pod
+preemption, leader then followers, each child Job picking its pool independently, victims restarting and
+burning maxRestarts, victims' Workloads staying admitted with pending pods. No controller acts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hotswap.sim.simulator import Simulator
+
+
+class SchedulerPolicy:
+    name = "scheduler"
+    scheduler_preemption = True
+
+    def attach(self, sim: Simulator) -> None:
+        del sim
+
+    def on_change(self) -> None:
+        return None

@@ -1,0 +1,585 @@
+"""The fleet model: failures, JobSet restarts, Kueue admission, kube-scheduler binding, metrics.
+
+The random event streams (slice failures, repair times, failure kinds, storms, job durations) are drawn
+from per-entity generators keyed by the seed, so they are identical under every policy: the k-th failure of
+slice i and the k-th job of a class look the same whatever the policy did before.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from hotswap.sim import kubescheduler, kueue
+from hotswap.sim.engine import EventLoop
+from hotswap.sim.metrics import Recorder, summarise
+from hotswap.sim.params import HOUR, FailureKind, JobClass, Scenario
+from hotswap.sim.policies.base import Policy
+from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
+
+
+@dataclass(frozen=True)
+class RunResult:
+    scenario: str
+    policy: str
+    seed: int
+    summary: dict[str, Any]
+    events: int
+
+
+def draw_repair_s(rng: random.Random, scenario: Scenario) -> float:
+    bands = scenario.failures.repair_mixture
+    band = rng.choices(bands, weights=[b.weight for b in bands])[0]
+    return rng.uniform(band.low_s, band.high_s)
+
+
+class Simulator:
+    """One scenario under one policy. Call :meth:`run` once."""
+
+    def __init__(self, scenario: Scenario, policy: Policy) -> None:
+        self.scenario = scenario
+        self.timing = scenario.timing
+        self.policy = policy
+        self.loop = EventLoop()
+        fleet = scenario.fleet
+        self.slices = [
+            Slice(id=i, pool=f"tpu-pool-{i:04d}", hosts=[None] * fleet.hosts_per_slice) for i in range(fleet.slices)
+        ]
+        self.chips_per_slice = fleet.hosts_per_slice * fleet.chips_per_host
+        self.quota_chips = fleet.slices * self.chips_per_slice
+        self.jobs: list[Job] = []
+        self.live: set[Job] = set()  # not finished / failed
+        self.rec = Recorder(high_threshold=scenario.high_threshold)
+        self._uid = 0
+        self._class_counter: dict[str, int] = {}
+        self._class_rng = {c.name: random.Random(f"{scenario.seed}:jobs:{c.name}") for c in scenario.classes}
+        self._slice_rng = [random.Random(f"{scenario.seed}:slice:{s.id}") for s in self.slices]
+        self._storm_rng = random.Random(f"{scenario.seed}:storm")
+        self._pass_pending = False
+        self._interrupted: set[Job] = set()
+        self._victim_attempt: dict[Job, int] = {}
+        self._victim_admitted_since: dict[Job, float] = {}
+        self._ended = False
+
+    # ------------------------------------------------------------------ setup and run
+    def run(self, on_progress: Callable[[float], None] | None = None) -> RunResult:
+        horizon = self.scenario.horizon_h * HOUR
+        self.policy.attach(self)
+        for cls in self.scenario.classes:
+            for _ in range(cls.population):
+                self._submit(cls)
+        rate = self.scenario.failures.rate_per_slice_s
+        for s in self.slices:
+            self.loop.at(self._slice_rng[s.id].expovariate(rate), partial(self._poisson_failure, s))
+        storm_every = self.scenario.failures.storm_every_h * HOUR
+        if self.scenario.failures.storm_slices and storm_every > 0:
+            self.loop.at(storm_every, self._storm)
+        self._kick()
+        self.loop.run(horizon, on_progress)
+        self._finalise(horizon)
+        return RunResult(
+            scenario=self.scenario.name,
+            policy=self.policy.name,
+            seed=self.scenario.seed,
+            summary=self._summary(horizon),
+            events=self.loop.processed,
+        )
+
+    @property
+    def now(self) -> float:
+        return self.loop.now
+
+    def _submit(self, cls: JobClass) -> Job:
+        k = self._class_counter.get(cls.name, 0)
+        self._class_counter[cls.name] = k + 1
+        work = self._class_rng[cls.name].expovariate(1.0 / (cls.mean_duration_h * HOUR))
+        job = Job(id=len(self.jobs), name=f"{cls.name}-{k:05d}", cls=cls, work_s=work, created=self.now)
+        self.jobs.append(job)
+        self.live.add(job)
+        return job
+
+    # ------------------------------------------------------------------ coalesced control loops
+    def _kick(self) -> None:
+        """Run Kueue, kube-scheduler and the policy once at the current instant."""
+        if not self._pass_pending:
+            self._pass_pending = True
+            self.loop.after(0.0, self._control_pass)
+
+    def _control_pass(self) -> None:
+        self._pass_pending = False
+        plan = kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now)
+        for victim in plan.preempt:
+            self.rec.kueue_preemptions += 1
+            self._evict(victim, JobState.QUEUED)
+        for job in plan.admit:
+            self._admit(job)
+        pending = [p for j in self.live if j.state is JobState.ADMITTED for p in j.pods if p.phase is PodPhase.PENDING]
+        if pending:
+            for d in kubescheduler.schedule(pending, self.slices, self.policy.scheduler_preemption):
+                if isinstance(d, kubescheduler.Bind):
+                    self._bind(d.pod, d.slice, d.host)
+                else:
+                    self._preempt(d)
+        self.policy.on_change()
+
+    # ------------------------------------------------------------------ failures
+    def _poisson_failure(self, s: Slice) -> None:
+        rng = self._slice_rng[s.id]
+        if s.healthy:
+            self._fail_slice(s, rng)
+            nxt = (s.repair_at or self.now) + rng.expovariate(self.scenario.failures.rate_per_slice_s)
+        else:  # already down (storm): the memoryless clock restarts after the repair
+            nxt = (s.repair_at or self.now) + rng.expovariate(self.scenario.failures.rate_per_slice_s)
+        self.loop.at(max(nxt, self.now), lambda: self._poisson_failure(s))
+
+    def _storm(self) -> None:
+        f = self.scenario.failures
+        rng = self._storm_rng
+        chosen = rng.sample(range(len(self.slices)), min(f.storm_slices, len(self.slices)))
+        for sid in chosen:
+            delay = rng.uniform(0.0, f.storm_window_s)
+            repair = draw_repair_s(rng, self.scenario)
+            kind = FailureKind.UNREACHABLE if rng.random() < f.unreachable_fraction else FailureKind.CRASH
+            s = self.slices[sid]
+            self.loop.after(delay, partial(self._fail_now, s, repair, kind))
+        self.loop.after(f.storm_every_h * HOUR, self._storm)
+
+    def _fail_slice(self, s: Slice, rng: random.Random) -> None:
+        repair = draw_repair_s(rng, self.scenario)
+        unreachable = rng.random() < self.scenario.failures.unreachable_fraction
+        self._fail_now(s, repair, FailureKind.UNREACHABLE if unreachable else FailureKind.CRASH)
+
+    def _fail_now(self, s: Slice, repair_s: float, kind: FailureKind) -> None:
+        if not s.healthy:
+            return
+        t = self.timing
+        self._close_idle(s)
+        s.healthy = False
+        s.schedulable = False
+        s.fault_kind = kind
+        s.failed_at = self.now
+        s.repair_at = self.now + repair_s
+        epoch = s.failed_at
+        for job in {p.job for p in s.hosts if p is not None}:
+            self._interrupt(job)
+            if job.incident_start is None and job.state is JobState.ADMITTED:
+                job.incident_start = self.now
+                self.rec.incidents_all += 1
+                if self.rec.is_high(job.priority):
+                    self.rec.incidents_high += 1
+        if kind is FailureKind.CRASH:
+            self.loop.after(min(t.fault_to_node_unhealthy_s, repair_s), lambda: self._node_down(s, epoch))
+            self.loop.after(t.fault_to_pod_failed_s, lambda: self._pods_fail(s, epoch, only_if_down=False))
+        else:
+            if repair_s > t.node_monitor_grace_s:
+                self.loop.after(t.node_monitor_grace_s, lambda: self._node_down(s, epoch, unreachable=True))
+            if t.fast_fail and repair_s > t.node_monitor_grace_s + t.fast_fail_after_s:
+                self.loop.after(t.node_monitor_grace_s + t.fast_fail_after_s, lambda: self._pods_fail(s, epoch, True))
+            elif repair_s > t.node_monitor_grace_s + t.taint_eviction_s:
+                self.loop.after(t.node_monitor_grace_s + t.taint_eviction_s, lambda: self._taint_evict(s, epoch))
+        self.loop.after(repair_s, lambda: self._repair(s, epoch))
+        self._kick()
+
+    def _node_down(self, s: Slice, epoch: float, unreachable: bool = False) -> None:
+        if s.failed_at != epoch or s.healthy:
+            return
+        s.node_ready = False
+        s.node_transition = self.now
+        s.unreachable = unreachable
+        self._kick()
+
+    def _pods_fail(self, s: Slice, epoch: float, only_if_down: bool) -> None:
+        """Containers on the faulted slice are dead: their pods become terminal and leave the node."""
+        if s.failed_at != epoch or (only_if_down and s.healthy):
+            return
+        for pod in list(s.hosts):
+            if pod is not None and (pod.bound_at or 0.0) <= epoch:
+                pod.failed = True
+                self._pod_gone(pod)
+        self._kick()
+
+    def _taint_evict(self, s: Slice, epoch: float) -> None:
+        """No fast-fail: pods get deleted by the taint manager but stay as zombies until the repair."""
+        if s.failed_at != epoch or s.healthy:
+            return
+        for pod in list(s.hosts):
+            if pod is not None and pod.phase is not PodPhase.TERMINATING:
+                self._mark_terminating(pod)
+                if pod in pod.job.pods and pod.job.state is JobState.ADMITTED:
+                    self._child_failed(pod.job)
+        self._kick()
+
+    def _repair(self, s: Slice, epoch: float) -> None:
+        if s.failed_at != epoch:
+            return
+        # Whatever was on the node died with it (crash before detection, zombies of an unreachable node).
+        for pod in list(s.hosts):
+            if pod is not None:
+                pod.failed = True
+                self._pod_gone(pod)
+        s.healthy = True
+        s.schedulable = True
+        s.node_ready = True
+        s.unreachable = False
+        s.node_transition = self.now
+        s.fault_kind = None
+        s.repair_at = None
+        s.vacated_by_victim = False
+        s.idle_since = self.now
+        self._kick()
+
+    # ------------------------------------------------------------------ JobSet mechanics
+    def _interrupt(self, job: Job) -> None:
+        """Training stops now; progress since the last checkpoint is lost."""
+        self._interrupted.add(job)
+        if job.completion is not None:
+            job.completion.cancel()
+            job.completion = None
+        if job.run_start is None:
+            return
+        if job.state is JobState.ADMITTED:
+            self._arm_pods_ready(job)
+        ran = self.now - job.run_start
+        ckpt = self.timing.checkpoint_interval_s
+        kept = math.floor(ran / ckpt) * ckpt if ckpt > 0 else ran
+        job.progress_s += kept
+        self.rec.productive_slice_s += ran * job.slices
+        if self.rec.is_high(job.priority):
+            self.rec.high_run_s += ran
+            self.rec.high_lost_s += ran - kept
+        job.run_start = None
+
+    def _child_failed(self, job: Job) -> None:
+        """A child Job failed (backoffLimit 0): apply the JobSet failurePolicy."""
+        if job.restarting or job.state is not JobState.ADMITTED:
+            return
+        self._interrupt(job)
+        counts = not job.cls.restarts_ignore_disruption
+        if counts and job.restarts_counted >= job.cls.max_restarts:
+            self.rec.permanent_failures += 1
+            if job in self._victim_attempt:
+                self.rec.permanent_victim_failures += 1
+            self._terminal(job, JobState.FAILED)
+            return
+        job.attempt += 1
+        job.restarts_counted += int(counts)
+        job.restarting = True
+        for pod in list(job.pods):
+            self._delete_pod(pod)
+        job.pods = []
+        self._maybe_recreate(job)
+
+    def _maybe_recreate(self, job: Job) -> None:
+        """BlockingRecreate: the new attempt is created once every old pod is gone."""
+        if not job.restarting or job.terminating or job.recreate is not None:
+            return
+        job.recreate = self.loop.after(self.timing.jobset_recreate_s, lambda: self._recreate(job))
+
+    def _recreate(self, job: Job) -> None:
+        job.recreate = None
+        if job.state is not JobState.ADMITTED or not job.restarting:
+            return
+        job.restarting = False
+        self._create_leaders(job)
+
+    def _create_leaders(self, job: Job) -> None:
+        self._interrupted.discard(job)
+        job.pods = [self._new_pod(job, child, 0) for child in range(job.slices)]
+        self._kick()
+
+    def _new_pod(self, job: Job, child: int, index: int) -> Pod:
+        self._uid += 1
+        return Pod(job=job, attempt=job.attempt, child=child, index=index, created=self.now, uid=self._uid)
+
+    def _create_followers(self, leader: Pod) -> None:
+        job = leader.job
+        if leader not in job.pods or leader.phase not in (PodPhase.STARTING, PodPhase.RUNNING):
+            return
+        hosts = self.scenario.fleet.hosts_per_slice
+        job.pods.extend(self._new_pod(job, leader.child, i) for i in range(1, hosts))
+        self._kick()
+
+    def _bind(self, pod: Pod, s: Slice, host: int) -> None:
+        self._close_idle(s)
+        s.hosts[host] = pod
+        pod.slice, pod.host = s, host
+        pod.phase = PodPhase.STARTING
+        pod.bound_at = self.now
+        pod.nominated = None
+        self.loop.after(self.timing.pod_start_s, lambda: self._pod_running(pod))
+        if pod.index == 0 and self.scenario.fleet.hosts_per_slice > 1:
+            self.loop.after(self.timing.follower_create_s, lambda: self._create_followers(pod))
+
+    def _pod_running(self, pod: Pod) -> None:
+        if pod.phase is not PodPhase.STARTING:
+            return
+        pod.phase = PodPhase.RUNNING
+        pod.running_at = self.now
+        job = pod.job
+        want = job.slices * self.scenario.fleet.hosts_per_slice
+        if (
+            job.state is JobState.ADMITTED
+            and job not in self._interrupted
+            and len(job.pods) == want
+            and all(p.phase is PodPhase.RUNNING for p in job.pods)
+        ):
+            self._start_running(job)
+
+    def _start_running(self, job: Job) -> None:
+        job.run_start = self.now
+        job.requeue_count = 0
+        job.completion = self.loop.after(max(job.work_s - job.progress_s, 0.0), lambda: self._finish(job))
+        if job.incident_start is not None:
+            mttr = self.now - job.incident_start
+            self.rec.mttr_all_s.append(mttr)
+            if self.rec.is_high(job.priority):
+                self.rec.mttr_high_s.append(mttr)
+            job.incident_start = None
+        if job.victim_since is not None:
+            self.rec.victim_downtime_s.append(self.now - job.victim_since)
+            job.victim_since = None
+        self._close_stale(job)
+
+    def _finish(self, job: Job) -> None:
+        job.completion = None
+        self._interrupt(job)
+        job.progress_s = job.work_s
+        job.state = JobState.FINISHED
+        self.rec.finished[job.cls.name] = self.rec.finished.get(job.cls.name, 0) + 1
+        for pod in list(job.pods):  # Succeeded pods release their hosts at once
+            self._pod_gone(pod)
+        self._terminal(job, JobState.FINISHED)
+
+    def _terminal(self, job: Job, state: JobState) -> None:
+        if job.incident_start is not None:
+            self.rec.incidents_aborted += 1
+            job.incident_start = None
+        job.state = state
+        job.finished_at = self.now
+        job.quota_reserved = False
+        job.restarting = False
+        self._close_stale(job)
+        for pod in list(job.pods):
+            self._delete_pod(pod)
+        job.pods = []
+        self.live.discard(job)
+        self._submit(job.cls)
+        self._kick()
+
+    # ------------------------------------------------------------------ pods
+    def _delete_pod(self, pod: Pod) -> None:
+        """Delete with the grace period; unbound pods vanish, dead-node pods go immediately."""
+        job = pod.job
+        if pod in job.pods:
+            job.pods.remove(pod)
+        if pod.slice is None:
+            pod.phase = PodPhase.TERMINATING
+            return
+        if pod.phase is PodPhase.TERMINATING:
+            job.terminating.add(pod)
+            return
+        job.terminating.add(pod)
+        self._mark_terminating(pod)
+        s = pod.slice
+        if not s.healthy and s.fault_kind is FailureKind.CRASH:
+            self._pod_gone(pod)
+        elif s.healthy:
+            self.loop.after(self.timing.pod_termination_grace_s, lambda: self._pod_gone(pod))
+        # unreachable node: zombie until fast-fail or repair removes it
+
+    def _mark_terminating(self, pod: Pod) -> None:
+        pod.phase = PodPhase.TERMINATING
+        pod.deleted_at = self.now
+
+    def _pod_gone(self, pod: Pod) -> None:
+        s = pod.slice
+        if s is None or s.hosts[pod.host] is not pod:
+            return
+        s.hosts[pod.host] = None
+        job = pod.job
+        current = pod in job.pods
+        job.terminating.discard(pod)
+        if current:
+            job.pods.remove(pod)
+        if s.healthy and s.empty:
+            s.idle_since = self.now
+            s.vacated_by_victim = job.victim_since is not None
+        if current and job.state is JobState.ADMITTED:
+            self._child_failed(job)
+        self._maybe_recreate(job)
+        self._kick()
+
+    def _preempt(self, d: kubescheduler.Preempt) -> None:
+        d.preemptor.nominated = (d.slice, d.host)
+        victim = d.victim
+        self.rec.pod_preemptions += 1
+        siblings = [p for p in d.slice.hosts if p is not None and p is not victim and p.job_key == victim.job_key]
+        if siblings:
+            self.rec.partial_preemptions += 1
+        self._mark_victim(victim.job)
+        # The pod stays part of its child Job until it is gone; then the Job fails (backoffLimit 0) and the
+        # victim's JobSet restarts (jobset#928 sequence).
+        self._mark_terminating(victim)
+        self.loop.after(self.timing.pod_termination_grace_s, lambda: self._pod_gone(victim))
+
+    def _mark_victim(self, job: Job) -> None:
+        if self._victim_attempt.get(job) != job.attempt:
+            self._victim_attempt[job] = job.attempt
+            self.rec.victims += 1
+        if job.victim_since is None:
+            job.victim_since = self.now
+            if job.state is JobState.ADMITTED:
+                self._victim_admitted_since[job] = self.now
+
+    def _close_stale(self, job: Job) -> None:
+        since = self._victim_admitted_since.pop(job, None)
+        if since is not None:
+            self.rec.victim_stale_admitted_s += self.now - since
+
+    def _close_idle(self, s: Slice) -> None:
+        if s.idle_since is not None and s.healthy:
+            if s.vacated_by_victim:
+                self.rec.freed_idle_slice_s += self.now - s.idle_since
+            if self._backlog():
+                self.rec.idle_with_backlog_slice_s += self.now - s.idle_since
+        s.idle_since = None
+        s.vacated_by_victim = False
+
+    def _backlog(self) -> bool:
+        return any(j.state is JobState.QUEUED or (j.state is JobState.ADMITTED and not j.running) for j in self.live)
+
+    # ------------------------------------------------------------------ Kueue
+    def _admit(self, job: Job) -> None:
+        job.state = JobState.ADMITTED
+        job.quota_reserved = True
+        job.restarting = False
+        job.admitted_at = job.admitted_at or self.now
+        job.last_admitted_at = self.now
+        if job.victim_since is not None:
+            self._victim_admitted_since[job] = self.now
+        self.loop.after(
+            self.timing.kueue_admission_s + self.timing.jobset_recreate_s, lambda: self._start_admitted(job)
+        )
+        self._arm_pods_ready(job)
+
+    def _arm_pods_ready(self, job: Job) -> None:
+        """waitForPodsReady: timeout after admission, recoveryTimeout after PodsReady turns False."""
+        job.ready_token += 1
+        token = job.ready_token
+        self.loop.after(self.timing.pods_ready_timeout_s, lambda: self._pods_ready_check(job, token))
+
+    def _pods_ready_check(self, job: Job, token: int) -> None:
+        if token != job.ready_token or job.state is not JobState.ADMITTED or job.running:
+            return
+        t = self.timing
+        job.requeue_count += 1
+        backoff = min(t.requeue_backoff_base_s * 2 ** (job.requeue_count - 1), t.requeue_backoff_max_s)
+        job.requeue_at = self.now + backoff
+        self.rec.pods_ready_evictions += 1
+        self._evict(job, JobState.QUEUED)
+        self.loop.after(backoff, self._kick)
+
+    def _start_admitted(self, job: Job) -> None:
+        if job.state is JobState.ADMITTED and not job.pods and not job.restarting:
+            self._create_leaders(job)
+
+    def _evict(self, job: Job, to: JobState) -> None:
+        """Kueue eviction: suspend the JobSet, release quota (terminating pods do not count)."""
+        if to is JobState.HELD and job.active:
+            return  # reactivated before Kueue processed the deactivation
+        job.rv += 1
+        if job.state is not JobState.ADMITTED:
+            if to is JobState.HELD and job.state is JobState.QUEUED:
+                job.state = JobState.HELD
+            return
+        self._interrupt(job)
+        if job.incident_start is not None:
+            self.rec.incidents_aborted += 1
+            job.incident_start = None
+        self._close_stale(job)
+        job.state = to
+        job.quota_reserved = False
+        job.restarting = False
+        if job.recreate is not None:
+            job.recreate.cancel()
+            job.recreate = None
+        for pod in list(job.pods):
+            self._delete_pod(pod)
+        job.pods = []
+        self._kick()
+
+    # Workload.spec.active as the reconciler writes it -------------------------------------------------
+    def deactivate(self, job: Job) -> None:
+        """spec.active=false: Kueue evicts (Deactivated) and does not requeue."""
+        self._mark_victim(job)
+        self.rec.holds += 1
+        job.held_since = self.now
+        job.active = False
+        job.rv += 1
+        self.loop.after(self.timing.kueue_admission_s, lambda: self._evict(job, JobState.HELD))
+
+    def reactivate(self, job: Job) -> None:
+        """spec.active=true: Kueue requeues (Reactivated) keeping the creation timestamp."""
+        if job.held_since is not None:
+            self.rec.hold_s.append(self.now - job.held_since)
+            job.held_since = None
+        self.rec.releases += 1
+        job.active = True
+        job.rv += 1
+
+        def requeue() -> None:
+            if job.state is JobState.HELD and job.active:
+                job.state = JobState.QUEUED
+                self._kick()
+
+        self.loop.after(self.timing.kueue_admission_s, requeue)
+
+    # ------------------------------------------------------------------ end of run
+    def _finalise(self, horizon: float) -> None:
+        self._ended = True
+        for job in list(self.live):
+            if job.run_start is not None:
+                ran = horizon - job.run_start
+                self.rec.productive_slice_s += ran * job.slices
+                if self.rec.is_high(job.priority):
+                    self.rec.high_run_s += ran
+        for s in self.slices:
+            self._close_idle(s)
+
+    def end_states(self) -> dict[str, int]:
+        counts = {state.value: 0 for state in JobState}
+        for job in self.jobs:
+            counts[job.state.value] += 1
+        return counts
+
+    def lost_victims(self) -> int:
+        """Victims that nothing will ever run again: inactive without a live hold."""
+        max_hold = getattr(self.policy, "max_hold_s", math.inf)
+        resync = self.timing.reconciler_resync_s
+        lost = 0
+        for job in self.jobs:
+            if job.state is not JobState.HELD:
+                continue
+            if job.held_since is None or self.now - job.held_since > max_hold + resync:
+                lost += 1
+        return lost
+
+    def _summary(self, horizon: float) -> dict[str, Any]:
+        high_population = sum(c.population for c in self.scenario.classes if self.rec.is_high(c.priority))
+        return summarise(
+            self.rec,
+            slices=len(self.slices),
+            horizon_s=horizon,
+            high_population=high_population,
+            lost_victims=self.lost_victims(),
+            end_states=self.end_states(),
+        )
+
+    # ------------------------------------------------------------------ helpers for policies and tests
+    def pods(self) -> Iterable[Pod]:
+        for job in self.live:
+            yield from job.all_pods()

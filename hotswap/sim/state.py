@@ -1,0 +1,130 @@
+"""Mutable simulation state: slices (node pools of hosts), JobSets with their Kueue Workload, pods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from hotswap.sim.engine import Handle
+from hotswap.sim.params import FailureKind, JobClass
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"  # created, not bound
+    STARTING = "Starting"  # bound, containers starting (k8s phase Pending with nodeName)
+    RUNNING = "Running"
+    TERMINATING = "Terminating"  # deletionTimestamp set, still holds its host
+
+
+class JobState(StrEnum):
+    """Lifecycle of a JobSet + Workload pair; conservation: every job is in exactly one."""
+
+    QUEUED = "queued"  # Workload active, waiting for Kueue quota (JobSet suspended)
+    ADMITTED = "admitted"  # quota reserved; pods pending, starting, running or restarting
+    HELD = "held"  # Workload.spec.active=false (hotswap hold), JobSet suspended
+    FINISHED = "finished"
+    FAILED = "failed"  # terminal: maxRestarts exhausted
+
+
+@dataclass(eq=False)
+class Pod:
+    job: Job
+    attempt: int
+    child: int  # child Job (replica) index = job-index label
+    index: int  # completion index; 0 = leader
+    created: float
+    uid: int
+    phase: PodPhase = PodPhase.PENDING
+    slice: Slice | None = None
+    host: int = -1
+    nominated: tuple[Slice, int] | None = None
+    bound_at: float | None = None
+    running_at: float | None = None
+    deleted_at: float | None = None
+    failed: bool = False  # terminal Failed (container exit / force-deleted)
+
+    @property
+    def job_key(self) -> tuple[int, int]:
+        """JobSet's job-key: identical across restart attempts of the same child Job."""
+        return (self.job.id, self.child)
+
+    @property
+    def name(self) -> str:
+        return f"{self.job.name}-w-{self.child}-{self.index}-a{self.attempt}"
+
+    @property
+    def priority(self) -> int:
+        return self.job.priority
+
+
+@dataclass(eq=False)
+class Job:
+    id: int
+    name: str
+    cls: JobClass
+    work_s: float
+    created: float
+    state: JobState = JobState.QUEUED
+    attempt: int = 0  # JobSet status.restarts
+    restarts_counted: int = 0  # status.restartsCountTowardsMax
+    pods: list[Pod] = field(default_factory=list)  # current attempt
+    terminating: set[Pod] = field(default_factory=set)  # pods of earlier attempts / suspended pods
+    progress_s: float = 0.0  # checkpointed progress
+    run_start: float | None = None  # all pods of the current attempt Running since
+    restarting: bool = False  # waiting for old pods to go before recreating (BlockingRecreate)
+    admitted_at: float | None = None
+    last_admitted_at: float | None = None
+    completion: Handle | None = None
+    recreate: Handle | None = None
+    quota_reserved: bool = False
+    active: bool = True  # Workload.spec.active
+    requeue_at: float = 0.0  # Kueue backoff after PodsReadyTimeout
+    requeue_count: int = 0
+    ready_token: int = 0  # invalidates stale waitForPodsReady checks
+    rv: int = 1  # Workload resourceVersion
+    finished_at: float | None = None
+    # Hold bookkeeping (reconciler): the Workload annotations the planner persists.
+    annotations: dict[str, str] = field(default_factory=dict)
+    held_since: float | None = None
+    # Metrics bookkeeping
+    incident_start: float | None = None  # infra fault that disrupted the current attempt
+    victim_since: float | None = None  # policy eviction awaiting a running attempt again
+
+    @property
+    def priority(self) -> int:
+        return self.cls.priority
+
+    @property
+    def slices(self) -> int:
+        return self.cls.slices
+
+    @property
+    def running(self) -> bool:
+        return self.run_start is not None
+
+    def all_pods(self) -> list[Pod]:
+        return [*self.pods, *self.terminating]
+
+
+@dataclass(eq=False)
+class Slice:
+    id: int
+    pool: str
+    hosts: list[Pod | None]
+    healthy: bool = True  # physical truth
+    schedulable: bool = True  # nodes Ready and not cordoned, as kube-scheduler sees them
+    node_ready: bool = True  # as the API server shows it
+    node_transition: float = 0.0  # lastTransitionTime of the Ready condition
+    unreachable: bool = False  # node.kubernetes.io/unreachable taint present
+    fault_kind: FailureKind | None = None
+    failed_at: float | None = None
+    repair_at: float | None = None
+    idle_since: float | None = 0.0  # healthy and empty since
+    vacated_by_victim: bool = False  # the last emptying was a policy eviction
+
+    @property
+    def empty(self) -> bool:
+        return all(p is None for p in self.hosts)
+
+    def occupants(self) -> set[Job]:
+        return {p.job for p in self.hosts if p is not None}

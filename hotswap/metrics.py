@@ -18,9 +18,7 @@ class Metrics:
         r = self.registry
         self.ops = Counter("hotswap_ops", "Hotswap operations by outcome.", ["result"], registry=r)
         self.victims = Counter("hotswap_victims", "Workloads held (deactivated) as victims.", registry=r)
-        self.slices_freed = Counter(
-            "hotswap_slices_freed", "TPU slices freed for disrupted preemptors.", registry=r
-        )
+        self.slices_freed = Counter("hotswap_slices_freed", "TPU slices freed for disrupted preemptors.", registry=r)
         self.releases = Counter(
             "hotswap_releases", "Held workloads released (reactivated), by reason.", ["reason"], registry=r
         )
@@ -36,18 +34,14 @@ class Metrics:
             buckets=_HOLD_BUCKETS,
             registry=r,
         )
-        self.held_workloads = Gauge(
-            "hotswap_held_workloads", "Workloads currently held by the reconciler.", registry=r
-        )
+        self.held_workloads = Gauge("hotswap_held_workloads", "Workloads currently held by the reconciler.", registry=r)
         self.reconcile_duration = Histogram(
             "hotswap_reconcile_duration_seconds",
             "Duration of one reconcile pass (snapshot, plan, actuation).",
             buckets=_RECONCILE_BUCKETS,
             registry=r,
         )
-        self.reconciles = Counter(
-            "hotswap_reconciles", "Reconcile passes by outcome.", ["result"], registry=r
-        )
+        self.reconciles = Counter("hotswap_reconciles", "Reconcile passes by outcome.", ["result"], registry=r)
         self.api_errors = Counter(
             "hotswap_api_errors",
             "Failed Kubernetes API calls by verb and HTTP status (0: no response).",
@@ -73,9 +67,7 @@ class Metrics:
             ["resource", "cause"],
             registry=r,
         )
-        self.events_emitted = Counter(
-            "hotswap_events", "Kubernetes Events emitted, by reason.", ["reason"], registry=r
-        )
+        self.events_emitted = Counter("hotswap_events", "Kubernetes Events emitted, by reason.", ["reason"], registry=r)
 
     def api_error(self, verb: str, code: int | None) -> None:
         self.api_errors.labels(verb=verb, code=str(code or 0)).inc()

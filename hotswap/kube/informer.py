@@ -151,9 +151,7 @@ class Informer:
                 kwargs["_continue"] = token
             page = await self._call_json(**kwargs)
             page_items = page.get("items")
-            items.extend(
-                i for i in (page_items if isinstance(page_items, list) else []) if isinstance(i, dict)
-            )
+            items.extend(i for i in (page_items if isinstance(page_items, list) else []) if isinstance(i, dict))
             meta = page.get("metadata")
             meta = meta if isinstance(meta, dict) else {}
             list_rv = str(meta.get("resourceVersion") or list_rv)
@@ -201,9 +199,7 @@ class Informer:
     # ---- watch -------------------------------------------------------------------------------------
 
     async def _watch_once(self) -> None:
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=10, connect=10, sock_read=self._watch_timeout + 30
-        )
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, connect=10, sock_read=self._watch_timeout + 30)
         response = await self._list(
             label_selector=self.kind.label_selector,
             watch=True,

@@ -35,7 +35,21 @@ JOBSETS = ResourceKind("jobsets", "jobset.x-k8s.io", "v1alpha2", "jobsets", name
 WORKLOADS = ResourceKind("workloads", "kueue.x-k8s.io", "v1beta2", "workloads", namespaced=True)
 CLUSTER_QUEUES = ResourceKind("clusterqueues", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
 
-WATCHED: tuple[ResourceKind, ...] = (NODES, PODS, JOBSETS, WORKLOADS, CLUSTER_QUEUES)
+# Small cluster-scoped kinds that resolve JobSet priority and Kueue TAS flavors.
+PRIORITY_CLASSES = ResourceKind("priorityclasses", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
+RESOURCE_FLAVORS = ResourceKind("resourceflavors", "kueue.x-k8s.io", "v1beta2", "resourceflavors", namespaced=False)
+TOPOLOGIES = ResourceKind("topologies", "kueue.x-k8s.io", "v1beta2", "topologies", namespaced=False)
+
+WATCHED: tuple[ResourceKind, ...] = (
+    NODES,
+    PODS,
+    JOBSETS,
+    WORKLOADS,
+    CLUSTER_QUEUES,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    TOPOLOGIES,
+)
 
 ListFunction = Callable[..., Awaitable[Any]]
 

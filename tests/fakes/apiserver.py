@@ -66,6 +66,9 @@ DEFAULT_RESOURCES: tuple[Resource, ...] = (
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True),
     Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True),
     Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False),
+    Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False),
+    Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False),
 )
 
 
@@ -623,9 +626,7 @@ class FakeApiServer:
                 }
         return None
 
-    def _dispatch(
-        self, verb: str, route: _Route, query: dict[str, str], body: Any, content_type: str
-    ) -> JsonObj:
+    def _dispatch(self, verb: str, route: _Route, query: dict[str, str], body: Any, content_type: str) -> JsonObj:
         key = self._key(route.resource)
         namespace = route.namespace or ""
         if verb == "list":
@@ -796,9 +797,7 @@ class FakeApiServer:
                     if event.type == "DELETED" and old_match:
                         await send("DELETED", event.obj)
                     elif event.type != "DELETED" and now_match:
-                        await send(
-                            "ADDED" if event.type == "ADDED" or not old_match else "MODIFIED", event.obj
-                        )
+                        await send("ADDED" if event.type == "ADDED" or not old_match else "MODIFIED", event.obj)
                     elif event.type == "MODIFIED" and old_match:
                         await send("DELETED", event.obj)
                 wait = self.bookmark_interval

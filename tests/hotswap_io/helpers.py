@@ -33,9 +33,7 @@ def node(name: str, pool: str = "pool-a", ready: str = "True", **labels: str) ->
     }
 
 
-def pod(
-    name: str, jobset: str | None, namespace: str = "team-a", node_name: str | None = None
-) -> dict[str, Any]:
+def pod(name: str, jobset: str | None, namespace: str = "team-a", node_name: str | None = None) -> dict[str, Any]:
     labels = {"jobset.sigs.k8s.io/jobset-name": jobset} if jobset else {"app": "other"}
     return {
         "metadata": {"name": name, "namespace": namespace, "labels": labels},

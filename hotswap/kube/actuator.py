@@ -1,0 +1,409 @@
+"""Execute the planner's actions against the API, safely.
+
+Each action is exactly one conditional write (plus, for opt-in fast-fail, a delete):
+
+* a hold is ONE merge patch of the victim Workload that sets the hold annotations AND
+  ``spec.active=false``; a release is ONE merge patch that removes them AND sets ``spec.active=true``;
+  so no observer ever sees a held Workload without its annotations (invariant I5);
+* every patch carries ``metadata.resourceVersion``, which the apiserver treats as a precondition
+  (409 Conflict when stale). On a conflict the Workload is re-read, the action is re-checked against the
+  fresh object (still the same uid, not held by another op, not already done...), and the write is
+  retried a bounded number of times; otherwise it is dropped and the next pass re-plans;
+* writes go through a token bucket, and each is fenced by a leadership check right before it is sent.
+
+The actuator never deletes Workloads or JobSets, never touches a JobSet's ``spec.suspend`` and never
+writes Kueue-owned status. Pod status and deletion are used only for opt-in fast-fail (B.6.3).
+
+Note on the patch content type: the generated ``patch_namespaced_custom_object`` picks
+``application/json-patch+json`` for any body, so every call here passes ``_content_type`` explicitly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from hotswap.annotations import AnnotationKeys, OpRecord
+from hotswap.kube.client import REQUEST_TIMEOUT
+from hotswap.kube.events import EventRecorder
+from hotswap.kube.ratelimit import TokenBucket
+from hotswap.kube.resources import WORKLOADS
+from hotswap.metrics import Metrics
+from hotswap.planner.actions import (
+    Action,
+    ClearOp,
+    EventReason,
+    FastFailPod,
+    HoldVictim,
+    ObjectRef,
+    Plan,
+    RecordOp,
+    ReleaseVictim,
+)
+
+JsonObj = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+
+log = logging.getLogger(__name__)
+
+
+class LeadershipLost(Exception):
+    """This replica is not (or no longer) the leader: stop writing at once."""
+
+
+class Result(StrEnum):
+    APPLIED = "applied"
+    ALREADY_DONE = "already_done"
+    ABANDONED = "abandoned"
+    CONFLICT = "conflict"
+    GONE = "gone"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    DRY_RUN = "dry_run"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: Action
+    result: Result
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.result in (Result.APPLIED, Result.ALREADY_DONE, Result.DRY_RUN)
+
+
+@dataclass(frozen=True)
+class _Done:
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Abandon:
+    reason: str
+
+
+# A check looks at the current object: the merge patch to send (without resourceVersion), or a verdict.
+Check = Callable[[JsonObj], "JsonObj | _Done | _Abandon"]
+
+
+def action_name(action: Action) -> str:
+    return {
+        HoldVictim: "hold",
+        ReleaseVictim: "release",
+        RecordOp: "record_op",
+        ClearOp: "clear_op",
+        FastFailPod: "fast_fail",
+    }[type(action)]
+
+
+def _annotations(obj: JsonObj) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def _uid(obj: JsonObj) -> str | None:
+    meta = obj.get("metadata")
+    return meta.get("uid") if isinstance(meta, dict) else None
+
+
+def _active(obj: JsonObj) -> bool:
+    spec = obj.get("spec")
+    return not (isinstance(spec, dict) and spec.get("active") is False)
+
+
+def _finished(obj: JsonObj) -> bool:
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return any(
+        isinstance(c, dict) and c.get("type") == "Finished" and c.get("status") == "True"
+        for c in (conditions if isinstance(conditions, list) else [])
+    )
+
+
+class WorkloadChecks:
+    """Pure re-checks of each Workload action against a freshly read object."""
+
+    def __init__(self, keys: AnnotationKeys) -> None:
+        self.keys = keys
+
+    def hold(self, action: HoldVictim) -> tuple[JsonObj, Check]:
+        body: JsonObj = {"metadata": {"annotations": dict(action.set_annotations)}, "spec": {"active": False}}
+
+        def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
+            annotations = _annotations(current)
+            if _uid(current) != action.workload.uid:
+                return _Abandon("workload was replaced (uid changed)")
+            if annotations.get(self.keys.op_id) == action.op_id and not _active(current):
+                return _Done("already held by this operation")
+            if annotations.get(self.keys.held_by):
+                return _Abandon(f"already held by operation {annotations.get(self.keys.op_id)!r}")
+            if not _active(current):
+                return _Abandon("already deactivated by someone else")
+            if _finished(current):
+                return _Abandon("workload finished")
+            return body
+
+        return body, check
+
+    def release(self, action: ReleaseVictim) -> tuple[JsonObj, Check]:
+        set_annotations: dict[str, Any] = dict(getattr(action, "set_annotations", {}) or {})
+        removals: dict[str, Any] = dict.fromkeys(action.remove_annotations)
+        body: JsonObj = {"metadata": {"annotations": removals | set_annotations}, "spec": {"active": True}}
+
+        def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
+            annotations = _annotations(current)
+            if _uid(current) != action.workload.uid:
+                return _Abandon("workload was replaced (uid changed)")
+            held_op = annotations.get(self.keys.op_id)
+            if held_op is None and not annotations.get(self.keys.held_by):
+                return _Done("no longer held")
+            if held_op != action.op_id:
+                return _Abandon(f"held by another operation {held_op!r}")
+            return body
+
+        return body, check
+
+    def record_op(self, action: RecordOp) -> tuple[JsonObj, Check]:
+        body: JsonObj = {"metadata": {"annotations": dict(action.set_annotations)}}
+
+        def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
+            if _uid(current) != action.workload.uid:
+                return _Abandon("workload was replaced (uid changed)")
+            annotations = _annotations(current)
+            if all(annotations.get(k) == v for k, v in action.set_annotations.items()):
+                return _Done("operation already recorded")
+            return body
+
+        return body, check
+
+    def clear_op(self, action: ClearOp) -> tuple[JsonObj, Check]:
+        body: JsonObj = {"metadata": {"annotations": dict.fromkeys(action.remove_annotations)}}
+
+        def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
+            if _uid(current) != action.workload.uid:
+                return _Abandon("workload was replaced (uid changed)")
+            annotations = _annotations(current)
+            present = [k for k in action.remove_annotations if k in annotations]
+            if not present:
+                return _Done("operation already cleared")
+            record = OpRecord.decode(str(annotations.get(self.keys.op, "")))
+            if record is not None and record.op_id != action.op_id:
+                return _Abandon(f"preemptor carries another operation {record.op_id!r}")
+            return body
+
+        return body, check
+
+
+class Actuator:
+    """Runs a plan's actions in order, then emits its events (best effort)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        keys: AnnotationKeys,
+        *,
+        limiter: TokenBucket,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        is_leader: Callable[[], bool],
+        dry_run: bool = False,
+        fast_fail_enabled: bool = False,
+        max_attempts: int = 3,
+    ) -> None:
+        self._custom = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+        self._checks = WorkloadChecks(keys)
+        self._limiter = limiter
+        self._recorder = recorder
+        self._metrics = metrics
+        self._is_leader = is_leader
+        self._dry_run = dry_run
+        self._fast_fail_enabled = fast_fail_enabled
+        self._max_attempts = max_attempts
+
+    async def execute(self, plan: Plan) -> list[Outcome]:
+        """Execute ``plan``; raises :class:`LeadershipLost` as soon as a write would be unfenced.
+
+        After one action of an operation fails, the operation's remaining actions are skipped (holding
+        the other victims would not cover the deficit, I6) and its events are suppressed; the next pass
+        re-plans from what actually happened.
+        """
+        outcomes: list[Outcome] = []
+        failed_ops: set[str] = set()
+        for action in plan.actions:
+            if action.op_id in failed_ops:
+                outcome = Outcome(action, Result.SKIPPED, "an earlier action of this operation failed")
+            else:
+                outcome = await self._execute_one(action)
+            outcomes.append(outcome)
+            self._metrics.writes.labels(action=action_name(action), result=outcome.result.value).inc()
+            self._log(outcome)
+            if not outcome.ok:
+                failed_ops.add(action.op_id)
+            elif outcome.result is Result.APPLIED:
+                if isinstance(action, HoldVictim):
+                    self._metrics.victims.inc()
+                elif isinstance(action, ReleaseVictim):
+                    self._metrics.releases.labels(reason=action.reason.value).inc()
+        for decision in plan.events:
+            if decision.op_id in failed_ops and decision.reason not in (EventReason.BLOCKED, EventReason.ABORTED):
+                continue
+            await self._recorder.emit(decision)
+        return outcomes
+
+    async def _execute_one(self, action: Action) -> Outcome:
+        if self._dry_run:
+            return Outcome(action, Result.DRY_RUN, "dry-run: nothing written")
+        if isinstance(action, HoldVictim):
+            return await self._patch_workload(action, action.workload, *self._checks.hold(action))
+        if isinstance(action, ReleaseVictim):
+            return await self._patch_workload(action, action.workload, *self._checks.release(action))
+        if isinstance(action, RecordOp):
+            return await self._patch_workload(action, action.workload, *self._checks.record_op(action))
+        if isinstance(action, ClearOp):
+            return await self._patch_workload(action, action.workload, *self._checks.clear_op(action))
+        return await self._fast_fail(action)
+
+    async def _fence(self) -> None:
+        """Leadership is checked before and after waiting for a token: the wait can outlast a lease."""
+        if not self._is_leader():
+            raise LeadershipLost()
+        await self._limiter.acquire()
+        if not self._is_leader():
+            raise LeadershipLost()
+
+    async def _get_workload(self, ref: ObjectRef) -> JsonObj:
+        obj = await self._custom.get_namespaced_custom_object(
+            WORKLOADS.group,
+            WORKLOADS.version,
+            ref.namespace,
+            WORKLOADS.plural,
+            ref.name,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        if not isinstance(obj, dict):
+            raise ValueError(f"GET workload {ref.key} returned {type(obj).__name__}")
+        return obj
+
+    async def _patch_workload(self, action: Action, ref: ObjectRef, body: JsonObj, check: Check) -> Outcome:
+        """Patch conditionally on the planner's resourceVersion; on 409 re-read, re-check and retry."""
+        verb = f"patch_workload_{action_name(action)}"
+        resource_version = ref.resource_version
+        try:
+            if not resource_version:
+                current = await self._get_workload(ref)
+                verdict = check(current)
+                if not isinstance(verdict, dict):
+                    return self._verdict(action, verdict)
+                body, resource_version = verdict, current["metadata"]["resourceVersion"]
+            for attempt in range(1, self._max_attempts + 1):
+                patch = body | {"metadata": body.get("metadata", {}) | {"resourceVersion": resource_version}}
+                await self._fence()
+                try:
+                    await self._custom.patch_namespaced_custom_object(
+                        WORKLOADS.group,
+                        WORKLOADS.version,
+                        ref.namespace,
+                        WORKLOADS.plural,
+                        ref.name,
+                        patch,
+                        _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                    return Outcome(action, Result.APPLIED, f"attempt {attempt}")
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    self._metrics.api_error(verb, 409)
+                    current = await self._get_workload(ref)
+                    verdict = check(current)
+                    if not isinstance(verdict, dict):
+                        return self._verdict(action, verdict)
+                    body, resource_version = verdict, current["metadata"]["resourceVersion"]
+            return Outcome(action, Result.CONFLICT, f"still conflicting after {self._max_attempts} attempts")
+        except ApiException as exc:
+            self._metrics.api_error(verb, exc.status)
+            if exc.status == 404:
+                return Outcome(action, Result.GONE, "workload not found")
+            return Outcome(action, Result.FAILED, f"HTTP {exc.status}: {str(exc.reason)[:200]}")
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
+            self._metrics.api_error(verb, None)
+            return Outcome(action, Result.FAILED, f"{type(exc).__name__}: {exc}"[:300])
+
+    @staticmethod
+    def _verdict(action: Action, verdict: _Done | _Abandon) -> Outcome:
+        if isinstance(verdict, _Done):
+            return Outcome(action, Result.ALREADY_DONE, verdict.reason)
+        return Outcome(action, Result.ABANDONED, verdict.reason)
+
+    async def _fast_fail(self, action: FastFailPod) -> Outcome:
+        """Mark the pod Failed, then delete it with grace 0, guarded by its uid (never a replacement pod)."""
+        if not self._fast_fail_enabled:
+            return Outcome(action, Result.SKIPPED, "fast-fail is disabled in the configuration")
+        ref = action.pod
+        try:
+            current = await self._core.read_namespaced_pod(ref.name, ref.namespace, _request_timeout=REQUEST_TIMEOUT)
+            if current.metadata.uid != ref.uid:
+                return Outcome(action, Result.ABANDONED, "pod was replaced (uid changed)")
+            if current.spec.node_name != action.node_name:
+                return Outcome(action, Result.ABANDONED, "pod is not on the unreachable node")
+            if current.status is None or current.status.phase not in ("Failed", "Succeeded"):
+                await self._fence()
+                await self._core.patch_namespaced_pod_status(
+                    ref.name,
+                    ref.namespace,
+                    {
+                        "metadata": {"resourceVersion": current.metadata.resource_version},
+                        "status": {
+                            "phase": "Failed",
+                            "reason": "HotswapFastFail",
+                            "message": f"node {action.node_name} unreachable; failed by hotswap (op {action.op_id})",
+                        },
+                    },
+                    _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            await self._fence()
+            await self._core.delete_namespaced_pod(
+                ref.name,
+                ref.namespace,
+                grace_period_seconds=0,
+                body=client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=ref.uid)),
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+            return Outcome(action, Result.APPLIED)
+        except ApiException as exc:
+            self._metrics.api_error("fast_fail_pod", exc.status)
+            if exc.status == 404:
+                return Outcome(action, Result.GONE, "pod already gone")
+            return Outcome(action, Result.FAILED, f"HTTP {exc.status}: {str(exc.reason)[:200]}")
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            self._metrics.api_error("fast_fail_pod", None)
+            return Outcome(action, Result.FAILED, f"{type(exc).__name__}: {exc}"[:300])
+
+    @staticmethod
+    def _log(outcome: Outcome) -> None:
+        action = outcome.action
+        target = action.pod if isinstance(action, FastFailPod) else action.workload
+        level = logging.INFO if outcome.ok or outcome.result is Result.SKIPPED else logging.WARNING
+        log.log(
+            level,
+            "action %s",
+            outcome.result.value,
+            extra={
+                "action": action_name(action),
+                "object": f"{target.kind}/{target.key}",
+                "op_id": action.op_id,
+                "result": outcome.result.value,
+                "detail": outcome.detail,
+            },
+        )

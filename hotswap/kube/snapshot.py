@@ -1,0 +1,436 @@
+"""Convert cached raw Kubernetes objects into the planner's typed :class:`ClusterSnapshot`.
+
+Every converter is pure and tolerant (fault F21): a missing or ill-typed field falls back to its model
+default, an object that lacks its identity (name, uid, the JobSet label on a pod) is skipped, and any
+unexpected shape is logged and skipped; nothing here raises on cluster data.
+
+:class:`SnapshotBuilder` adds the little state the model needs that no single object carries: which node
+pool a (possibly deleted) node belonged to, and JobSet pods that recently disappeared (``DepartedPod``,
+for infra attribution), both fed by informer listeners.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from hotswap.annotations import (
+    JOBSET_EXCLUSIVE_TOPOLOGY,
+    JOBSET_NODE_SELECTOR_STRATEGY,
+    NODEPOOL_LABEL,
+    parse_time,
+)
+from hotswap.model import (
+    ClusterQueue,
+    ClusterSnapshot,
+    Condition,
+    ConditionStatus,
+    DepartedPod,
+    JobSet,
+    Node,
+    Pod,
+    PodPhase,
+    PriorityClassRef,
+    ReplicatedJob,
+    SliceShape,
+    Taint,
+    TaintEffect,
+    Workload,
+)
+
+JsonObj = dict[str, Any]
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+TPU_RESOURCE = "google.com/tpu"
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+
+
+# ---- tolerant field access ---------------------------------------------------------------------------
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return None
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_time(value) if isinstance(value, str) else None
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {k: v for k, v in _dict(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _meta(obj: JsonObj) -> dict[str, Any]:
+    return _dict(obj.get("metadata"))
+
+
+def conditions_from(value: Any) -> tuple[Condition, ...]:
+    result = []
+    for item in _list(value):
+        item = _dict(item)
+        kind, status = _str(item.get("type")), item.get("status")
+        if kind is None or status not in ("True", "False", "Unknown"):
+            continue
+        result.append(
+            Condition(
+                type=kind,
+                status=ConditionStatus(status),
+                reason=_str(item.get("reason")) or "",
+                last_transition_time=_time(item.get("lastTransitionTime")),
+                message=_str(item.get("message")) or "",
+            )
+        )
+    return tuple(result)
+
+
+# ---- per-kind converters -----------------------------------------------------------------------------
+
+
+def node_from(obj: JsonObj) -> Node | None:
+    meta = _meta(obj)
+    name = _str(meta.get("name"))
+    if name is None:
+        return None
+    labels = _str_map(meta.get("labels"))
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    ready = next((c for c in conditions_from(status.get("conditions")) if c.type == "Ready"), None)
+    taints = []
+    for taint in _list(spec.get("taints")):
+        taint = _dict(taint)
+        key, effect = _str(taint.get("key")), taint.get("effect")
+        if key is None or effect not in {e.value for e in TaintEffect}:
+            continue
+        taints.append(
+            Taint(
+                key=key,
+                effect=TaintEffect(effect),
+                value=_str(taint.get("value")) or "",
+                time_added=_time(taint.get("timeAdded")),
+            )
+        )
+    return Node(
+        name=name,
+        node_pool=labels.get(NODEPOOL_LABEL),
+        accelerator=labels.get(ACCELERATOR_LABEL),
+        topology=labels.get(TOPOLOGY_LABEL),
+        machine_type=labels.get(INSTANCE_TYPE_LABEL),
+        tpu_chips=_int(_dict(status.get("allocatable")).get(TPU_RESOURCE)),
+        # A node that never reported Ready is not known to be ready.
+        ready=ready.status if ready is not None else ConditionStatus.UNKNOWN,
+        ready_transition_time=ready.last_transition_time if ready is not None else None,
+        taints=tuple(taints),
+        unschedulable=spec.get("unschedulable") is True,
+        creation_timestamp=_time(meta.get("creationTimestamp")),
+        deletion_timestamp=_time(meta.get("deletionTimestamp")),
+    )
+
+
+def _disruption(status: dict[str, Any]) -> Condition | None:
+    for condition in conditions_from(status.get("conditions")):
+        if condition.type == "DisruptionTarget" and condition.status is ConditionStatus.TRUE:
+            return condition
+    return None
+
+
+def pod_from(obj: JsonObj, node_pools: Mapping[str, str] | None = None) -> Pod | None:
+    meta = _meta(obj)
+    labels = _str_map(meta.get("labels"))
+    name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
+    jobset = labels.get(JOBSET_LABEL)
+    if name is None or namespace is None or uid is None or not jobset:
+        return None
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    node_name = _str(spec.get("nodeName"))
+    phase = status.get("phase")
+    disruption = _disruption(status)
+    return Pod(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        jobset_name=jobset,
+        replicated_job_name=labels.get(REPLICATED_JOB_LABEL, ""),
+        job_index=_int(labels.get(JOB_INDEX_LABEL)) or 0,
+        restart_attempt=_int(labels.get(RESTART_ATTEMPT_LABEL)) or 0,
+        node_name=node_name,
+        node_pool=(node_pools or {}).get(node_name) if node_name else None,
+        phase=PodPhase(phase) if phase in {p.value for p in PodPhase} else PodPhase.PENDING,
+        priority=_int(spec.get("priority")),
+        deletion_timestamp=_time(meta.get("deletionTimestamp")),
+        disruption_reason=disruption.reason or None if disruption else None,
+        disruption_time=disruption.last_transition_time if disruption else None,
+    )
+
+
+def _pod_spec(replicated_job: dict[str, Any]) -> dict[str, Any]:
+    job_template = _dict(replicated_job.get("template"))
+    return _dict(_dict(_dict(job_template.get("spec")).get("template")).get("spec"))
+
+
+def shape_from_pod_spec(pod_spec: dict[str, Any]) -> SliceShape | None:
+    """The TPU slice shape a pod template selects via nodeSelector; None for non-TPU templates."""
+    selector = _str_map(pod_spec.get("nodeSelector"))
+    accelerator, topology = selector.get(ACCELERATOR_LABEL), selector.get(TOPOLOGY_LABEL)
+    if not accelerator or not topology:
+        return None
+    chips = 0
+    for container in _list(pod_spec.get("containers")):
+        resources = _dict(_dict(container).get("resources"))
+        amount = _int(_dict(resources.get("limits")).get(TPU_RESOURCE))
+        if amount is None:
+            amount = _int(_dict(resources.get("requests")).get(TPU_RESOURCE))
+        chips += amount or 0
+    return SliceShape(accelerator=accelerator, topology=topology, chips_per_host=chips or None)
+
+
+def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None) -> JobSet | None:
+    meta = _meta(obj)
+    name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
+    if name is None or namespace is None or uid is None:
+        return None
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    annotations = _str_map(meta.get("annotations"))
+    replicated: list[ReplicatedJob] = []
+    exclusive = annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY)
+    priorities: list[int] = []
+    for item in _list(spec.get("replicatedJobs")):
+        item = _dict(item)
+        rj_name = _str(item.get("name"))
+        if rj_name is None:
+            continue
+        pod_spec = _pod_spec(item)
+        replicas = _int(item.get("replicas"))
+        replicated.append(
+            ReplicatedJob(
+                name=rj_name,
+                replicas=1 if replicas is None else replicas,
+                shape=shape_from_pod_spec(pod_spec),
+            )
+        )
+        template_meta = _dict(_dict(item.get("template")).get("metadata"))
+        exclusive = exclusive or _str_map(template_meta.get("annotations")).get(JOBSET_EXCLUSIVE_TOPOLOGY)
+        class_name = _str(pod_spec.get("priorityClassName"))
+        explicit = _int(pod_spec.get("priority"))
+        if class_name and priority_classes and class_name in priority_classes:
+            priorities.append(priority_classes[class_name])
+        elif explicit is not None:
+            priorities.append(explicit)
+    failure_policy = spec.get("failurePolicy")
+    terminal = _str(status.get("terminalState"))
+    return JobSet(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        replicated_jobs=tuple(replicated),
+        exclusive_topology=exclusive,
+        node_selector_strategy=JOBSET_NODE_SELECTOR_STRATEGY in annotations,
+        max_restarts=(_int(_dict(failure_policy).get("maxRestarts")) or 0)
+        if isinstance(failure_policy, dict)
+        else None,
+        restarts=_int(status.get("restarts")) or 0,
+        restarts_count_towards_max=_int(status.get("restartsCountTowardsMax")) or 0,
+        terminal_state=terminal,
+        suspended=spec.get("suspend") is True,
+        managed_by=_str(spec.get("managedBy")),
+        pod_priority=max(priorities) if priorities else None,
+        creation_timestamp=_time(meta.get("creationTimestamp")),
+        conditions=conditions_from(status.get("conditions")),
+        labels=_str_map(meta.get("labels")),
+        annotations=annotations,
+    )
+
+
+def workload_from(obj: JsonObj) -> Workload | None:
+    meta = _meta(obj)
+    name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
+    resource_version = _str(meta.get("resourceVersion"))
+    if name is None or namespace is None or uid is None or resource_version is None:
+        return None
+    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    owner = next(
+        (
+            _dict(ref)
+            for ref in _list(meta.get("ownerReferences"))
+            if _dict(ref).get("kind") == "JobSet"
+            and str(_dict(ref).get("apiVersion", "")).startswith("jobset.x-k8s.io/")
+        ),
+        {},
+    )
+    ref = _dict(spec.get("priorityClassRef"))
+    ref_name = _str(ref.get("name"))
+    return Workload(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        resource_version=resource_version,
+        owner_jobset_uid=_str(owner.get("uid")) or _str_map(meta.get("labels")).get(KUEUE_JOB_UID_LABEL),
+        owner_jobset_name=_str(owner.get("name")),
+        active=spec.get("active") is not False,
+        priority=_int(spec.get("priority")),
+        priority_class_ref=PriorityClassRef(
+            group=_str(ref.get("group")) or "", kind=_str(ref.get("kind")) or "", name=ref_name
+        )
+        if ref_name
+        else None,
+        cluster_queue=_str(_dict(status.get("admission")).get("clusterQueue")),
+        queue_name=_str(spec.get("queueName")),
+        conditions=conditions_from(status.get("conditions")),
+        annotations=_str_map(meta.get("annotations")),
+        creation_timestamp=_time(meta.get("creationTimestamp")),
+    )
+
+
+def cluster_queue_from(obj: JsonObj, tas_flavors: frozenset[str] = frozenset()) -> ClusterQueue | None:
+    """``tas_flavors``: ResourceFlavors whose Topology's lowest level is ``kubernetes.io/hostname``."""
+    meta = _meta(obj)
+    name = _str(meta.get("name"))
+    if name is None:
+        return None
+    spec = _dict(obj.get("spec"))
+    flavors = {
+        _str(_dict(flavor).get("name"))
+        for group in _list(spec.get("resourceGroups"))
+        for flavor in _list(_dict(group).get("flavors"))
+    }
+    return ClusterQueue(name=name, cohort_name=_str(spec.get("cohortName")), uses_tas=bool(flavors & tas_flavors))
+
+
+def tas_flavor_names(flavors: Iterable[JsonObj], topologies: Iterable[JsonObj]) -> frozenset[str]:
+    """ResourceFlavors (by name) whose Topology ends at the hostname level: Kueue TAS handles node failures."""
+    hostname_topologies = set()
+    for topology in topologies:
+        levels = [_str(_dict(level).get("nodeLabel")) for level in _list(_dict(topology.get("spec")).get("levels"))]
+        name = _str(_meta(topology).get("name"))
+        if name and levels and levels[-1] == HOSTNAME_LEVEL:
+            hostname_topologies.add(name)
+    return frozenset(
+        name
+        for flavor in flavors
+        if (name := _str(_meta(flavor).get("name")))
+        and _str(_dict(flavor.get("spec")).get("topologyName")) in hostname_topologies
+    )
+
+
+def priority_class_values(objs: Iterable[JsonObj]) -> dict[str, int]:
+    """``scheduling.k8s.io/v1`` PriorityClass name -> value."""
+    values = {}
+    for obj in objs:
+        name, value = _str(_meta(obj).get("name")), _int(obj.get("value"))
+        if name is not None and value is not None:
+            values[name] = value
+    return values
+
+
+# ---- builder -----------------------------------------------------------------------------------------
+
+
+def _convert_all(objs: Iterable[JsonObj], convert: Callable[[JsonObj], T | None], kind: str) -> tuple[T, ...]:
+    result = []
+    for obj in objs:
+        try:
+            converted = convert(obj) if isinstance(obj, dict) else None
+        except Exception:  # F21: never let one odd object stop the reconciler
+            log.exception("cannot convert object, ignoring it", extra={"resource": kind})
+            continue
+        if converted is None:
+            log.debug("ignoring object without identity", extra={"resource": kind})
+            continue
+        result.append(converted)
+    return tuple(result)
+
+
+@dataclass
+class SnapshotBuilder:
+    """Builds snapshots from caches; remembers node pools and recently departed JobSet pods."""
+
+    attribution_window: timedelta
+    clock: Callable[[], datetime]
+    node_pools: dict[str, str] = field(default_factory=dict)
+    departed: dict[str, DepartedPod] = field(default_factory=dict)
+
+    def on_node_event(self, kind: str, obj: JsonObj) -> None:
+        """Informer listener: keep node -> pool even after the Node is deleted (pods may outlive it)."""
+        name = _str(_meta(obj).get("name"))
+        pool = _str_map(_meta(obj).get("labels")).get(NODEPOOL_LABEL)
+        if name and pool:
+            self.node_pools[name] = pool
+
+    def on_pod_event(self, kind: str, obj: JsonObj) -> None:
+        """Informer listener: remember deleted JobSet pods for ``attribution_window``."""
+        if kind != "DELETED":
+            return
+        pod = pod_from(obj, self.node_pools)
+        if pod is None:
+            return
+        self.departed[pod.uid] = DepartedPod(
+            namespace=pod.namespace,
+            jobset_name=pod.jobset_name,
+            restart_attempt=pod.restart_attempt,
+            node_name=pod.node_name,
+            node_pool=pod.node_pool,
+            gone_at=self.clock(),
+            priority=pod.priority,
+            disruption_reason=pod.disruption_reason,
+        )
+
+    def build(
+        self,
+        *,
+        nodes: Iterable[JsonObj],
+        pods: Iterable[JsonObj],
+        jobsets: Iterable[JsonObj],
+        workloads: Iterable[JsonObj],
+        cluster_queues: Iterable[JsonObj],
+        priority_classes: Iterable[JsonObj] = (),
+        resource_flavors: Iterable[JsonObj] = (),
+        topologies: Iterable[JsonObj] = (),
+    ) -> ClusterSnapshot:
+        now = self.clock()
+        horizon = now - self.attribution_window
+        self.departed = {uid: p for uid, p in self.departed.items() if p.gone_at >= horizon}
+        node_objs = list(nodes)
+        for obj in node_objs:
+            if isinstance(obj, dict):
+                self.on_node_event("ADDED", obj)
+        values = priority_class_values(o for o in priority_classes if isinstance(o, dict))
+        tas = tas_flavor_names(
+            (o for o in resource_flavors if isinstance(o, dict)), (o for o in topologies if isinstance(o, dict))
+        )
+        return ClusterSnapshot(
+            nodes=_convert_all(node_objs, node_from, "nodes"),
+            pods=_convert_all(pods, lambda o: pod_from(o, self.node_pools), "pods"),
+            jobsets=_convert_all(jobsets, lambda o: jobset_from(o, values), "jobsets"),
+            workloads=_convert_all(workloads, workload_from, "workloads"),
+            cluster_queues=_convert_all(cluster_queues, lambda o: cluster_queue_from(o, tas), "clusterqueues"),
+            departed_pods=tuple(sorted(self.departed.values(), key=lambda p: (p.gone_at, p.namespace))),
+        )

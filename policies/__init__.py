@@ -1,0 +1,1 @@
+"""The gke-tpu-priority Pulumi policy pack; policies live in :mod:`policies.rules`."""

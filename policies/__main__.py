@@ -1,0 +1,21 @@
+"""Entry point the Pulumi policy host runs: `pulumi preview --policy-pack policies/`.
+
+Only builds the pack; every policy lives in rules.py so tests can import it (PolicyPack serves forever).
+"""
+
+import importlib
+
+from pulumi_policy import EnforcementLevel, PolicyPack
+
+# The policy host runs this file with policies/ first on sys.path, so rules.py is a top-level module.
+rules = importlib.import_module("rules")
+
+PolicyPack(
+    name="gke-tpu-priority",
+    policies=rules.ALL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    description=(
+        "Priority conventions (PriorityClass <-> WorkloadPriorityClass), Kueue v1beta2 and JobSet shape for "
+        "TPU work, and GKE / reconciler hardening for the gke-tpu-priority platform."
+    ),
+)

@@ -1,0 +1,40 @@
+# Every target bootstraps .venv on first use: a fresh machine needs only Python >= 3.11 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STACK ?= dev
+PYTEST_ARGS ?=
+
+.PHONY: help venv preview test lint typecheck check bench clean
+
+help:
+	@echo "make preview [STACK=dev]  offline preview of a stack under Pulumi mocks (writes build/<stack>/)"
+	@echo "make test                 lint, type-check and the offline test suite"
+	@echo "make bench                hotswap simulator and planner scaling benchmark (writes build/bench/)"
+	@echo "make clean                remove build output and the virtualenv"
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(BIN)/.installed
+
+preview: venv
+	$(BIN)/python -m tools.preview --stack $(STACK)
+
+lint: venv
+	$(BIN)/ruff check .
+
+typecheck: venv
+	$(BIN)/mypy components hotswap tools policies
+
+test: lint typecheck
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/python -m hotswap.sim bench --out build/bench
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,22 @@
+"""The gke-tpu-priority program: stack config → validation → components → a small set of outputs."""
+
+import pulumi
+
+from components.config import CONFIG_KEY, ConfigError, parse_platform_config
+from components.platform import TpuPlatform, TpuPlatformArgs
+
+try:
+    platform_config = parse_platform_config(pulumi.Config().require_object(CONFIG_KEY))
+except ConfigError as error:
+    raise pulumi.RunError(str(error)) from None
+
+platform = TpuPlatform(
+    pulumi.get_stack(), TpuPlatformArgs(platform=platform_config.model_dump(by_alias=True))
+)
+
+pulumi.export("clusterName", platform.cluster.cluster_name)
+pulumi.export("endpoint", platform.cluster.endpoint)
+pulumi.export("location", platform.cluster.location)
+pulumi.export("systemPoolName", platform.cluster.system_pool_name)
+pulumi.export("tpuNodePools", platform.cluster.tpu_node_pool_names)
+pulumi.export("kubeconfig", platform.cluster.kubeconfig)

@@ -1,0 +1,32 @@
+"""Shared fixtures: whole-program runs under Pulumi mocks, cached per stack (the program is deterministic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.mock_runtime import PROJECT_ROOT, run_program
+from tools.resources import ProgramRun
+
+STACKS = sorted(
+    p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml")
+)
+_RUNS: dict[str, ProgramRun] = {}
+
+
+def stack_run(stack: str) -> ProgramRun:
+    if stack not in _RUNS:
+        _RUNS[stack] = run_program(stack)
+    return _RUNS[stack]
+
+
+@pytest.fixture(params=STACKS)
+def any_stack_run(request: pytest.FixtureRequest) -> ProgramRun:
+    return stack_run(request.param)
+
+
+@pytest.fixture
+def project_root() -> Path:
+    return PROJECT_ROOT

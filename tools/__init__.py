@@ -1,0 +1,1 @@
+"""Developer tools: offline preview of the Pulumi program under the mock runtime."""

@@ -1,0 +1,168 @@
+"""Run the real `__main__.py` under Pulumi's mock runtime and capture every registered resource."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import runpy
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
+from pulumi.runtime.mocks import MockMonitor
+
+from tools.resources import ProgramRun, RegisteredResource, dependency_order
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_NAME = "gke-tpu-priority"
+FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
+
+
+def _fake_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Values the cloud would compute, shaped as engine (camelCase) outputs."""
+    out = dict(inputs)
+    project = inputs.get("project", "mock-project")
+    if typ == "gcp:container/cluster:Cluster":
+        cname = inputs.get("name", name)
+        out.update(
+            endpoint="203.0.113.10",
+            masterAuth={**inputs.get("masterAuth", {}), "clusterCaCertificate": FAKE_CA},
+            id=f"projects/{project}/locations/{inputs.get('location')}/clusters/{cname}",
+            selfLink=f"https://container.googleapis.com/v1/projects/{project}/clusters/{cname}",
+        )
+        cpe = inputs.get("controlPlaneEndpointsConfig")
+        if cpe:
+            dns = {
+                **cpe.get("dnsEndpointConfig", {}),
+                "endpoint": f"gke-mock-{cname}.{inputs.get('location')}.gke.goog",
+            }
+            out["controlPlaneEndpointsConfig"] = {**cpe, "dnsEndpointConfig": dns}
+    elif typ == "gcp:serviceaccount/account:Account":
+        out["email"] = f"{inputs.get('accountId')}@{project}.iam.gserviceaccount.com"
+    elif typ.startswith("gcp:compute/"):
+        kind = typ.rsplit(":", 1)[-1].lower() + "s"
+        out["selfLink"] = f"https://www.googleapis.com/compute/v1/projects/{project}/{kind}/{inputs.get('name', name)}"
+    elif typ == "gcp:artifactregistry/repository:Repository":
+        out["name"] = inputs.get("repositoryId", name)
+    return out
+
+
+class RecordingMocks(Mocks):
+    """Answers registrations with plausible cloud outputs and keeps every resource's inputs."""
+
+    def __init__(self) -> None:
+        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        inputs = dict(args.inputs)
+        self.inputs[(args.typ, args.name)] = inputs
+        outputs = _fake_outputs(args.typ, args.name, inputs)
+        resource_id = (outputs.pop("id", None) or f"{args.name}-id") if args.custom else None
+        return resource_id, outputs
+
+    def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        if args.token == "gcp:organizations/getClientConfig:getClientConfig":
+            return {"project": "mock-project", "accessToken": "mock-token"}, None
+        return {}, None
+
+
+class RecordingMonitor(MockMonitor):
+    """A mock monitor that also keeps what mocks are not told: parent, dependencies and resource options."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.recording = mocks
+        self.order: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type != "pulumi:pulumi:Stack":
+            with self._lock:
+                self.order.append(
+                    {
+                        "urn": response.urn,
+                        "type": request.type,
+                        "name": request.name,
+                        "parent": request.parent or None,
+                        "custom": bool(request.custom),
+                        "provider": request.provider or None,
+                        "dependencies": list(request.dependencies),
+                        "protect": bool(request.protect),
+                        "ignore_changes": list(request.ignoreChanges),
+                        "replace_on_changes": list(request.replaceOnChanges),
+                        "delete_before_replace": bool(request.deleteBeforeReplace),
+                    }
+                )
+        return response
+
+
+def load_stack_config(stack: str, root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    path = root / "stacks" / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(
+            p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (root / "stacks").glob("Pulumi.*.yaml")
+        )
+        raise FileNotFoundError(f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
+    data = yaml.safe_load(path.read_text()) or {}
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: `config` must be a mapping")
+    return config
+
+
+def _config_map(config: dict[str, Any]) -> dict[str, str]:
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+def run_program(stack: str, config: dict[str, Any] | None = None, root: Path = PROJECT_ROOT) -> ProgramRun:
+    """Execute `__main__.py` for a stack under mocks. Raises whatever the program raises (e.g. RunError)."""
+    run = ProgramRun(stack=stack, project=PROJECT_NAME)
+    stack_config = load_stack_config(stack, root) if config is None else config
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.reset_options(project=PROJECT_NAME, stack=stack)
+        mocks = RecordingMocks()
+        monitor = RecordingMonitor(mocks)
+        pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=False, monitor=monitor)
+        pulumi.runtime.set_all_config(_config_map(stack_config))
+        sys.path.insert(0, str(root))
+        captured: dict[str, Any] = {}
+
+        def program() -> pulumi.Output[Any]:
+            runpy.run_path(str(root / "__main__.py"), run_name="__main__")
+            outputs = pulumi.runtime.get_root_resource().outputs  # type: ignore[union-attr]
+            return pulumi.Output.from_input(dict(outputs)).apply(captured.update)
+
+        pulumi.runtime.test(program)()  # type: ignore[no-untyped-call]
+        run.outputs = captured
+        # Registration order depends on thread timing; sort so every preview of a stack is byte-identical.
+        for reg in monitor.order:
+            options = {k: reg[k] for k in ("protect", "ignore_changes", "replace_on_changes", "delete_before_replace")}
+            run.resources.append(
+                RegisteredResource(
+                    urn=reg["urn"],
+                    type=reg["type"],
+                    name=reg["name"],
+                    parent=reg["parent"],
+                    inputs=mocks.inputs.get((reg["type"], reg["name"]), {}),
+                    custom=reg["custom"],
+                    provider=reg["provider"],
+                    dependencies=reg["dependencies"],
+                    options=options,
+                )
+            )
+    finally:
+        if sys.path and sys.path[0] == str(root):
+            sys.path.pop(0)
+        pulumi.runtime.set_all_config({})
+        loop.close()
+        asyncio.set_event_loop(None)
+    run.resources = dependency_order(run.resources)
+    return run

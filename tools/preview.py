@@ -1,0 +1,179 @@
+"""Offline preview: run the real program for a stack under Pulumi mocks, print a plan, write the contract files.
+
+Writes `build/<stack>/resources.json` (every registered resource with its inputs) and
+`build/<stack>/manifests.yaml` (every Kubernetes object, dependency-ordered). Invalid stacks write nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from components.cluster.node_pools import tpu_pool_specs
+from components.config import CONFIG_PATH, ConfigError, PlatformConfig, parse_platform_config
+from tools.manifests import helm_charts, kubernetes_objects
+from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
+from tools.resources import ProgramRun
+
+
+def resources_document(run: ProgramRun) -> dict[str, Any]:
+    return {
+        "stack": run.stack,
+        "project": run.project,
+        "resources": [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "inputs": r.inputs,
+                "dependencies": r.dependencies,
+                "provider": r.provider,
+                "options": r.options,
+            }
+            for r in run.resources
+        ],
+        "outputs": run.outputs,
+    }
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers, *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def tpu_capacity_rows(config: PlatformConfig) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for g in config.tpu_pools:
+        shape = g.shape
+        rows.append(
+            [
+                g.name,
+                shape.topology,
+                shape.machine_type,
+                g.capacity.mode.value,
+                g.zone,
+                g.slices,
+                len(tpu_pool_specs(g)),
+                f"{shape.vms}",
+                g.nodes,
+                g.chips,
+            ]
+        )
+    return rows
+
+
+def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str, Any]]) -> str:
+    out = [
+        f"Stack {run.stack!r} (project {config.project}, region {config.region}): "
+        f"{len(run.resources)} resources, {len(objects)} Kubernetes objects"
+    ]
+    counts = Counter(r.type for r in run.resources)
+    out += ["", "Resources by type", _table(["type", "count"], [[t, n] for t, n in sorted(counts.items())])]
+    rows = tpu_capacity_rows(config)
+    total = [
+        "TOTAL",
+        "",
+        "",
+        "",
+        "",
+        sum(r[5] for r in rows),
+        sum(r[6] for r in rows),
+        "",
+        sum(r[8] for r in rows),
+        sum(r[9] for r in rows),
+    ]
+    out += [
+        "",
+        "TPU v6e capacity",
+        _table(
+            [
+                "group",
+                "topology",
+                "machine",
+                "capacity",
+                "zone",
+                "slices",
+                "node pools",
+                "VMs/slice",
+                "nodes",
+                "chips",
+            ],
+            [*rows, total],
+        ),
+    ]
+    charts = helm_charts(run.resources)
+    if charts:
+        out += [
+            "",
+            "Helm charts (rendered by the Kubernetes provider at deploy time)",
+            _table(
+                ["resource", "chart", "version", "namespace"],
+                [[c["name"], c["chart"], c["version"], c["namespace"]] for c in charts],
+            ),
+        ]
+    kinds = Counter(f"{o['apiVersion']}/{o['kind']}" for o in objects)
+    if kinds:
+        out += [
+            "",
+            "Kubernetes objects",
+            _table(["kind", "count"], [[k, n] for k, n in sorted(kinds.items())]),
+        ]
+    out += ["", "Outputs: " + ", ".join(sorted(run.outputs))]
+    return "\n".join(out)
+
+
+def write_contract(run: ProgramRun, objects: list[dict[str, Any]], out_dir: Path) -> None:
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / "resources.json").write_text(json.dumps(resources_document(run), indent=2, sort_keys=False) + "\n")
+    (tmp / "manifests.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False) if objects else "")
+    # Replace the previous preview only once the new one is complete.
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)
+
+
+def preview(stack: str, build_dir: Path) -> str:
+    raw = load_stack_config(stack)
+    config = parse_platform_config(raw.get(CONFIG_PATH))
+    run = run_program(stack, raw)
+    objects = kubernetes_objects(run.resources)
+    write_contract(run, objects, build_dir / stack)
+    return render_plan(run, config, objects)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.preview",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--stack", default="dev", help="stack name: reads stacks/Pulumi.<stack>.yaml (default: dev)")
+    parser.add_argument("--build-dir", type=Path, default=PROJECT_ROOT / "build", help="output directory root")
+    args = parser.parse_args(argv)
+    try:
+        print(preview(args.stack, args.build_dir))
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, pulumi.RunError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"\nWrote {args.build_dir / args.stack}/resources.json and manifests.yaml")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

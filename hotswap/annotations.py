@@ -113,16 +113,23 @@ class HeldBy:
 class OpRecord:
     """A preemptor's open operation: which slices it reserved and which Workloads it holds.
 
-    Encoded as `id=<op>;attempt=<n>;slices=<pool,...>;victims=<ns/name,...>` so it reads well in kubectl.
+    Encoded as `id=<op>;attempt=<n>;since=<RFC3339>;slices=<pool,...>;victims=<ns/name,...>` so it reads
+    well in kubectl. `since` tells a victim never held for this op (crash before its hold) from one already
+    held and released (which must not be held again).
     """
 
     op_id: str
     attempt: int
     slices: tuple[str, ...]
     victims: tuple[str, ...]
+    since: datetime | None = None
 
     def encode(self) -> str:
-        return f"id={self.op_id};attempt={self.attempt};slices={','.join(self.slices)};victims={','.join(self.victims)}"
+        since = f"since={format_time(self.since)};" if self.since is not None else ""
+        return (
+            f"id={self.op_id};attempt={self.attempt};{since}"
+            f"slices={','.join(self.slices)};victims={','.join(self.victims)}"
+        )
 
     @classmethod
     def decode(cls, text: str) -> OpRecord | None:
@@ -140,6 +147,7 @@ class OpRecord:
             attempt=int(attempt),
             slices=_split(fields.get("slices", "")),
             victims=_split(fields.get("victims", "")),
+            since=parse_time(fields["since"]) if "since" in fields else None,
         )
 
 

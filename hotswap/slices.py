@@ -96,7 +96,11 @@ def _node_problem_since(node: Node, tolerated: frozenset[str]) -> tuple[bool, da
     for taint in node.taints:
         if taint.effect is TaintEffect.PREFER_NO_SCHEDULE or taint.key in tolerated:
             continue
-        reasons.append(taint.time_added)
+        added = taint.time_added
+        if added is None and taint.key in (UNREACHABLE_TAINT, NOT_READY_TAINT):
+            # The NoSchedule twin of these taints has no timeAdded; it tracks the Ready condition.
+            added = node.ready_transition_time
+        reasons.append(added)
     if not reasons:
         return False, None
     if any(r is None for r in reasons):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from hotswap.annotations import OpRecord, format_time
+from hotswap.annotations import OpRecord, decode_history, format_time
 from hotswap.planner.actions import (
     Action,
     ClearOp,
@@ -81,7 +81,7 @@ def advance_ops(world: World, ledger: Ledger) -> None:
     for unit in world.units.values():
         if unit.held_by is not None and unit.workload is not None and not unit.workload.active:
             held_for[unit.held_by.uid].append(unit)
-    by_key = world.unit_by_key()
+    by_workload = {u.workload.key: u for u in world.units.values() if u.workload is not None}
 
     for preemptor in sorted(world.units.values(), key=lambda u: u.key):
         op = preemptor.op
@@ -103,9 +103,12 @@ def advance_ops(world: World, ledger: Ledger) -> None:
         ledger.claim(preemptor.uid, op)
         # C2: the op was recorded but a crash (or a conflict) stopped some holds; finish them.
         for victim_key in op.victims:
-            victim = by_key.get(victim_key)
+            victim = by_workload.get(victim_key)
             if victim is None or victim.workload is None or victim.held_by is not None:
                 continue
+            history = decode_history(victim.workload.annotations.get(world.keys.hold_history, ""))
+            if op.since is not None and any(t >= op.since for t in history):
+                continue  # held for this op before and since released (max-hold, manual): never re-hold
             if victim.running_in_kueue:
                 ledger.actions.append(hold_action(world, victim, preemptor, op.op_id))
                 ledger.events.append(
@@ -143,6 +146,7 @@ def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord
         attempt=min(attempts) if attempts else preemptor.jobset.restarts,
         slices=tuple(sorted(pools)),
         victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
+        since=min((t for v in victims if v.workload and (t := hold_since(world, v.workload))), default=None),
     )
 
 

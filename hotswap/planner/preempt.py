@@ -154,6 +154,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             attempt=preemptor.jobset.restarts,
             slices=slices,
             victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
+            since=world.now,
         )
         ledger.claim(preemptor.uid, op)
         ledger.actions.append(record_action(world, preemptor, op))

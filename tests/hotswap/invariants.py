@@ -1,0 +1,166 @@
+"""Reusable oracles for the hotswap invariants (research B.8) over one snapshot and the plan made for it.
+
+`violations(snapshot, plan, config)` returns human-readable violations (empty = all hold);
+`assert_invariants` raises with all of them. `idempotence_violations` re-plans on the applied snapshot (I11).
+These recompute facts independently where practical instead of calling the planner's own helpers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, decode_history
+from hotswap.config import HotswapConfig
+from hotswap.model import ClusterSnapshot, PodPhase, Workload
+from hotswap.planner import plan as make_plan
+from hotswap.planner.actions import ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
+from hotswap.planner.simulate import apply_actions
+from hotswap.slices import SliceHealth, classify_slices
+
+
+def _workload_index(snapshot: ClusterSnapshot) -> dict[str, Workload]:
+    return {f"{w.namespace}/{w.name}": w for w in snapshot.workloads}
+
+
+def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> list[str]:
+    now: datetime = plan.now
+    keys = AnnotationKeys(config.annotation_domain)
+    problems: list[str] = []
+    workloads = _workload_index(snapshot)
+    jobsets = {j.uid: j for j in snapshot.jobsets}
+    slices = classify_slices(
+        snapshot.nodes, now, config.unhealthy_grace, config.recovery_stabilization, config.tolerated_taint_keys
+    )
+    pool_of = {n.name: n.node_pool for n in snapshot.nodes}
+    occupants: dict[str, set[str]] = {}
+    for pod in snapshot.pods:
+        if pod.node_name and pod.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+            pool = pool_of.get(pod.node_name) or pod.node_pool
+            if pool:
+                occupants.setdefault(pool, set()).add(f"{pod.namespace}/{pod.jobset_name}")
+
+    def jobset_key(wl: Workload) -> str:
+        js = jobsets.get(wl.owner_jobset_uid or "")
+        return js.key if js else f"{wl.namespace}/?"
+
+    # One write per object per plan: the controller's conditional writes would conflict otherwise.
+    targets = Counter((a.pod.key if isinstance(a, FastFailPod) else a.workload.key) for a in plan.actions)
+    problems += [f"several writes to {k} in one plan" for k, n in targets.items() if n > 1]
+
+    holds = [a for a in plan.actions if isinstance(a, HoldVictim)]
+    records = {a.workload.key: a for a in plan.actions if isinstance(a, RecordOp)}
+    for hold in holds:
+        victim = workloads.get(hold.workload.key)
+        preemptor = workloads.get(hold.preemptor.key)
+        if victim is None or preemptor is None:
+            problems.append(f"hold references unknown workloads {hold}")
+            continue
+        # I1: strictly lower under both priorities.
+        v_js, h_js = jobsets.get(victim.owner_jobset_uid or ""), jobsets.get(preemptor.owner_jobset_uid or "")
+        if (victim.priority or 0) >= (preemptor.priority or 0):
+            problems.append(f"I1 kueue priority: {victim.key} ({victim.priority}) ≥ {preemptor.key}")
+        if v_js and h_js and (v_js.pod_priority or 0) >= (h_js.pod_priority or 0):
+            problems.append(f"I1 pod priority: {victim.key} ≥ {preemptor.key}")
+        # I5: the hold sets held-by and deactivates in one write (structural), victim was active & unheld.
+        if keys.held_by not in hold.set_annotations:
+            problems.append(f"I5 hold without held-by on {victim.key}")
+        if not victim.active or keys.held_by in victim.annotations:
+            problems.append(f"I3 {victim.key} held while already inactive/held")
+        # I9: a preemptor of an open op is never a victim.
+        if keys.op in victim.annotations or victim.key in records:
+            problems.append(f"I9 {victim.key} is a preemptor and a victim")
+        # I12: hold rate limit.
+        history = decode_history(victim.annotations.get(keys.hold_history, ""))
+        recent = [t for t in history if t > now - config.hold_window]
+        if len(recent) >= config.max_holds_per_window:
+            problems.append(f"I12 {victim.key} held {len(recent)} times in the window")
+        if hold.preemptor.key not in records and keys.op not in preemptor.annotations:
+            problems.append(f"hold of {victim.key} without an operation on {preemptor.key}")
+
+    # I3: slices and victims claimed at most once across all operations after this plan.
+    after = apply_actions(snapshot, plan.actions, now)
+    slice_claims: Counter[str] = Counter()
+    victim_claims: Counter[str] = Counter()
+    for wl in after.workloads:
+        op = OpRecord.decode(wl.annotations.get(keys.op, "")) if keys.op in wl.annotations else None
+        if op is not None:
+            slice_claims.update(op.slices)
+            victim_claims.update(op.victims)
+        # I5: every Workload carrying held-by is inactive.
+        if keys.held_by in wl.annotations and wl.active:
+            problems.append(f"I5 {wl.key} carries held-by but is active after the plan")
+    problems += [f"I3 slice {s} reserved by {n} operations" for s, n in slice_claims.items() if n > 1]
+    problems += [f"I3 workload {v} victim of {n} operations" for v, n in victim_claims.items() if n > 1]
+
+    for record in records.values():
+        op = OpRecord.decode(record.set_annotations[keys.op])
+        preemptor = workloads.get(record.workload.key)
+        if op is None or preemptor is None:
+            problems.append(f"malformed op record {record}")
+            continue
+        h_js = jobsets.get(preemptor.owner_jobset_uid or "")
+        if h_js is None:
+            problems.append(f"op for unknown JobSet {preemptor.key}")
+            continue
+        shapes = [rj.shape for rj in h_js.replicated_jobs if rj.shape is not None]
+        victim_keys = set()
+        for v in op.victims:
+            vw = workloads.get(v)
+            if vw is not None:
+                victim_keys.add(jobset_key(vw))
+        for pool in op.slices:
+            found = slices.get(pool)
+            # I4: reserved slices are healthy and of the preemptor's shape.
+            if found is None or found.health is SliceHealth.UNHEALTHY:
+                problems.append(f"I4 op {op.op_id} reserves unhealthy/unknown slice {pool}")
+            elif not any(found.shape.matches(s) for s in shapes):
+                problems.append(f"I4 op {op.op_id} reserves {pool} of the wrong shape")
+            # I2: a reserved slice is free, or all its occupants are victims (or the preemptor itself).
+            extra = occupants.get(pool, set()) - victim_keys - {h_js.key}
+            if extra:
+                problems.append(f"I2 op {op.op_id} reserves {pool} still used by {sorted(extra)}")
+        # I7: every victim frees at least one reserved slice.
+        for v in op.victims:
+            vw = workloads.get(v)
+            if vw is None:
+                continue
+            vk = jobset_key(vw)
+            if keys.held_by in vw.annotations and HeldBy.decode(vw.annotations[keys.held_by]) is not None:
+                continue  # reconstructed op, victims held earlier
+            if not any(vk in occupants.get(p, set()) for p in op.slices):
+                problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
+        # I8: infra-only trigger: some pod (live or departed) of the preemptor sat on an unhealthy slice.
+        pools_touched = {
+            pool_of.get(p.node_name or "") or p.node_pool
+            for p in snapshot.pods
+            if p.namespace == h_js.namespace and p.jobset_name == h_js.name and p.node_name
+        } | {
+            d.node_pool or pool_of.get(d.node_name or "")
+            for d in snapshot.departed_pods
+            if d.namespace == h_js.namespace and d.jobset_name == h_js.name and d.node_name
+        }
+        if not any(p is None or p not in slices or slices[p].health is SliceHealth.UNHEALTHY for p in pools_touched):
+            problems.append(f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice")
+
+    for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
+        released = workloads.get(release.workload.key)
+        if released is None or keys.held_by not in released.annotations:
+            problems.append(f"release of {release.workload.key} which is not held")
+    for clear in (a for a in plan.actions if isinstance(a, ClearOp)):
+        cleared = workloads.get(clear.workload.key)
+        if cleared is None or (keys.op not in cleared.annotations and clear.workload.key not in records):
+            problems.append(f"clear of {clear.workload.key} which has no operation")
+    return problems
+
+
+def assert_invariants(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> None:
+    found = violations(snapshot, plan, config)
+    assert not found, "invariant violations:\n  " + "\n  ".join(found)
+
+
+def idempotence_violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> list[str]:
+    """I11: planning again on the snapshot that results from applying the plan issues no new writes."""
+    after = apply_actions(snapshot, plan.actions, plan.now)
+    again = make_plan(after, plan.now, config)
+    return [f"I11 second pass writes {a!r}" for a in again.actions]

@@ -1,0 +1,478 @@
+"""Failure-matrix cases (research section (c)) that the planner decides; each test is named after its id."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, format_time
+from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
+from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, SliceShape
+from hotswap.planner import plan
+from hotswap.planner.actions import (
+    ClearOp,
+    EventReason,
+    FastFailPod,
+    HoldVictim,
+    Plan,
+    RecordOp,
+    ReleaseReason,
+    ReleaseVictim,
+)
+from hotswap.planner.simulate import apply_actions
+from tests.hotswap.builders import T0, Fleet, JobSetBuilder, NodeBuilder, PodBuilder, WorkloadBuilder
+from tests.hotswap.invariants import assert_invariants, idempotence_violations
+
+CFG = HotswapConfig()
+KEYS = AnnotationKeys(CFG.annotation_domain)
+FAILED_AT = T0 - timedelta(minutes=1)
+
+
+def run(snapshot: ClusterSnapshot, config: HotswapConfig = CFG, now: object = T0) -> Plan:
+    result = plan(snapshot, T0 if now is T0 else now, config)  # type: ignore[arg-type]
+    assert_invariants(snapshot, result, config)
+    assert idempotence_violations(snapshot, result, config) == []
+    return result
+
+
+def held(result: Plan) -> list[str]:
+    return sorted(a.workload.name.split("-")[1] for a in result.actions if isinstance(a, HoldVictim))
+
+
+def reasons(result: Plan) -> list[EventReason]:
+    return [e.reason for e in result.events]
+
+
+def disrupted_fleet(victims: dict[str, int], high_priority: int = 1000) -> tuple[Fleet, JobSet]:
+    """H on p0+p1 (p0 failed, pods evicted); each victim on its own slice v<i>."""
+    fleet = Fleet().slices("p0", "p1", *(f"v{i}" for i in range(len(victims))))
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], high_priority)
+    for i, (name, prio) in enumerate(victims.items()):
+        fleet.run(JobSetBuilder("ml", name).replicated_job("w", 1), [f"v{i}"], prio)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    return fleet, high
+
+
+# --- A. detection ---------------------------------------------------------------------------------------
+
+
+def test_A1_short_notready_within_grace_plans_nothing() -> None:
+    fleet, _high = disrupted_fleet({"low": 10})
+    fleet.fail("p0", T0 - timedelta(seconds=5))
+    result = run(fleet.snapshot())
+    assert result.actions == ()
+    assert result.diagnostics.slices_suspect == 1
+
+
+def test_A2_unreachable_past_grace_plans_an_op() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    result = run(fleet.snapshot())
+    assert held(result) == ["low"]
+    assert EventReason.PLANNED in reasons(result)
+
+
+def test_A3_drained_pool_counts_as_unhealthy() -> None:
+    fleet, high = disrupted_fleet({"low": 10})
+    fleet.fail("p0", FAILED_AT, how="cordon").evict_pods(high, "p0", FAILED_AT, "EvictionByEvictionAPI")
+    assert held(run(fleet.snapshot())) == ["low"]
+
+
+def test_A4_one_bad_host_makes_the_whole_slice_unhealthy() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    fleet.fail("p0", FAILED_AT, hosts=1)
+    assert run(fleet.snapshot()).diagnostics.slices_unhealthy == 1
+
+
+def test_A5_recreated_nodes_with_new_names_are_the_same_slice_once_stable() -> None:
+    fleet = Fleet().slices("p0")
+    for name in list(fleet.nodes):
+        del fleet.nodes[name]
+    for i in range(4):
+        fleet.node(f"p0-new-{i}", NodeBuilder(f"p0-new-{i}").pool("p0").tpu().ready_since(T0 - timedelta(seconds=30)))
+    assert run(fleet.snapshot()).diagnostics.slices_recovering == 1
+    assert run(fleet.snapshot(), now=T0 + timedelta(minutes=5)).diagnostics.slices_recovering == 0
+
+
+def test_A6_deleted_node_makes_the_slice_unhealthy_and_triggers() -> None:
+    fleet, _high = disrupted_fleet({"low": 10})
+    fleet.fail("p0", FAILED_AT, how="deleted")
+    assert held(run(fleet.snapshot())) == ["low"]
+
+
+def test_A7_tainted_slice_with_running_preemptor_pods_is_not_a_disruption() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0")
+    fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    from hotswap.model import TaintEffect
+
+    for name in fleet.pools["p0"]:
+        old = fleet.nodes[name]
+        fleet.nodes[name] = replace(
+            old, taints=(*old.taints, *NodeBuilder(name).taint("x", TaintEffect.NO_SCHEDULE).obj().taints[1:])
+        )
+    result = run(fleet.snapshot())
+    assert result.diagnostics.slices_unhealthy == 1
+    assert result.actions == ()
+
+
+def test_A8_two_failed_slices_need_two_or_nothing() -> None:
+    fleet, high = disrupted_fleet({"low": 10})
+    fleet.fail("p1", FAILED_AT).evict_pods(high, "p1", FAILED_AT)
+    assert reasons(run(fleet.snapshot())) == [EventReason.BLOCKED]  # one victim slice cannot cover 2 (I6)
+    fleet2, high2 = disrupted_fleet({"low": 10, "low2": 20})
+    fleet2.fail("p1", FAILED_AT).evict_pods(high2, "p1", FAILED_AT)
+    assert held(run(fleet2.snapshot())) == ["low", "low2"]
+
+
+def test_A9_flapping_slice_is_not_reused_before_stabilisation() -> None:
+    fleet = Fleet().slices("p0")
+    for name in fleet.pools["p0"]:
+        fleet.node(name, NodeBuilder(name).pool("p0").tpu().ready_since(T0 - timedelta(seconds=60)))
+    assert run(fleet.snapshot()).diagnostics.slices_recovering == 1
+
+
+def test_A10_application_crash_on_healthy_slice_plans_nothing() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    from hotswap.model import PodPhase
+
+    fleet.pods = [replace(p, phase=PodPhase.FAILED) if p.jobset_name == high.name else p for p in fleet.pods]
+    assert run(fleet.snapshot()).actions == ()
+
+
+# --- B. victim selection --------------------------------------------------------------------------------
+
+
+def test_B1_spare_slice_is_used_before_any_victim() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    fleet.slices("spare")
+    result = run(fleet.snapshot())
+    assert held(result) == []
+    record = next(a for a in result.actions if isinstance(a, RecordOp))
+    assert OpRecord.decode(record.set_annotations[KEYS.op]).slices == ("spare",)  # type: ignore[union-attr]
+
+
+def test_B2_single_lower_priority_victim_is_held() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    result = run(fleet.snapshot())
+    hold = next(a for a in result.actions if isinstance(a, HoldVictim))
+    assert hold.set_annotations[KEYS.held_since] == format_time(T0)
+    assert HeldBy.decode(hold.set_annotations[KEYS.held_by]).name == "high"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("victim_priority", [1000, 2000], ids=["B3_equal", "B4_higher"])
+def test_B3_B4_equal_or_higher_occupants_block(victim_priority: int) -> None:
+    fleet, _ = disrupted_fleet({"peer": victim_priority})
+    result = run(fleet.snapshot())
+    assert result.actions == ()
+    assert reasons(result) == [EventReason.BLOCKED]
+
+
+def test_B5_one_two_slice_victim_beats_two_one_slice_victims() -> None:
+    fleet = Fleet().slices("p0", "p1", "a0", "a1", "b0", "c0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "big").replicated_job("w", 2), ["a0", "a1"], 10)
+    fleet.run(JobSetBuilder("ml", "aa").replicated_job("w", 1), ["b0"], 10)
+    fleet.run(JobSetBuilder("ml", "ab").replicated_job("w", 1), ["c0"], 10)
+    for pool in ("p0", "p1"):
+        fleet.fail(pool, FAILED_AT).evict_pods(high, pool, FAILED_AT)
+    assert held(run(fleet.snapshot())) == ["big"]
+
+
+def test_B6_lowest_max_priority_wins_over_surplus() -> None:
+    fleet = Fleet().slices("p0", "p1", "a0", "b0", "b1", "b2")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "vone").replicated_job("w", 1), ["a0"], 100)
+    fleet.run(JobSetBuilder("ml", "vtwo").replicated_job("w", 3), ["b0", "b1", "b2"], 50)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    assert held(run(fleet.snapshot())) == ["vtwo"]
+
+
+def test_B7_ties_break_by_name() -> None:
+    fleet, _ = disrupted_fleet({"zeta": 10, "alpha": 10})
+    assert held(run(fleet.snapshot())) == ["alpha"]
+
+
+def test_B8_shape_mismatch_is_not_a_candidate() -> None:
+    fleet = Fleet().slices("p0", "p1").slices("small", topology="2x4")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1, SliceShape("tpu-v6e-slice", "2x4", 4)), ["small"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    assert reasons(run(fleet.snapshot())) == [EventReason.BLOCKED]
+
+
+def test_B9_slice_shared_with_a_higher_occupant_is_not_preemptible() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    fleet.run(JobSetBuilder("ml", "other").replicated_job("w", 1), ["v0"], 5000)
+    assert reasons(run(fleet.snapshot())) == [EventReason.BLOCKED]
+
+
+def test_B10_victim_already_evicted_by_kueue_is_not_selected() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    wl = next(w for w in fleet.workloads.values() if w.name.startswith("jobset-low"))
+    fleet.set_workload(WorkloadBuilder.from_obj(wl).condition("Evicted", ConditionStatus.TRUE, "Preempted").obj())
+    assert held(run(fleet.snapshot())) == []
+
+
+def test_B11_victim_with_only_pending_pods_is_not_a_candidate() -> None:
+    from hotswap.model import PodPhase
+
+    fleet, _ = disrupted_fleet({"low": 10})
+    fleet.pods = [
+        replace(p, node_name=None, phase=PodPhase.PENDING) if p.jobset_name == "low" else p for p in fleet.pods
+    ]
+    assert held(run(fleet.snapshot())) == []
+
+
+def test_B12_victim_without_workload_is_not_a_candidate() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    fleet.workloads = {k: w for k, w in fleet.workloads.items() if not w.name.startswith("jobset-low")}
+    assert held(run(fleet.snapshot())) == []
+
+
+def test_B13_scope_limits_victims() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0").queue("cq", "c1").queue("other", "c2")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000, "cq")
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10, "other")
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    assert held(run(fleet.snapshot())) == []
+    assert held(run(fleet.snapshot(), HotswapConfig(scope=Scope.CLUSTER))) == ["low"]
+
+
+def test_B14_protected_victim_is_skipped() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1).annotation(KEYS.protect, "true"), ["v0"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    assert held(run(fleet.snapshot())) == []
+
+
+@pytest.mark.parametrize("variant", ["node-selector", "managed-by"])
+def test_B15_static_or_foreign_victims_are_skipped(variant: str) -> None:
+    fleet = Fleet().slices("p0", "p1", "v0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    low = JobSetBuilder("ml", "low").replicated_job("w", 1)
+    low = low.node_selector_strategy() if variant == "node-selector" else low.managed_by("kueue.x-k8s.io/multikueue")
+    fleet.run(low, ["v0"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    assert held(run(fleet.snapshot())) == []
+
+
+def test_B16_pod_and_kueue_priority_disagreement_is_skipped() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10, pod_priority=5000)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    assert held(run(fleet.snapshot())) == []
+
+
+def test_B17_infra_disrupted_victim_is_not_a_candidate() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0", "v1")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    low = fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 2), ["v0", "v1"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    fleet.fail("v1", FAILED_AT).evict_pods(low, "v1", FAILED_AT)
+    assert held(run(fleet.snapshot())) == []
+
+
+def test_B18_higher_preemptor_gets_the_only_victim() -> None:
+    fleet = Fleet().slices("p0", "p1", "q0", "q1", "v0")
+    h1 = fleet.run(JobSetBuilder("ml", "h1").replicated_job("w", 2), ["p0", "p1"], 2000)
+    h2 = fleet.run(JobSetBuilder("ml", "h2").replicated_job("w", 2), ["q0", "q1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(h1, "p0", FAILED_AT)
+    fleet.fail("q0", FAILED_AT).evict_pods(h2, "q0", FAILED_AT)
+    result = run(fleet.snapshot())
+    hold = next(a for a in result.actions if isinstance(a, HoldVictim))
+    assert hold.preemptor.name.startswith("jobset-h1")
+    blocked = [e for e in result.events if e.reason is EventReason.BLOCKED]
+    assert [e.involved.name for e in blocked] == ["h2"]
+
+
+def test_B19_cpu_replicated_jobs_create_no_deficit() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0")
+    js = JobSetBuilder("ml", "high").replicated_job("w", 2).replicated_job("coordinator", 1, None)
+    high = fleet.run(js, ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    result = run(fleet.snapshot())
+    assert held(result) == ["low"]
+
+
+# --- C. Kueue interplay ---------------------------------------------------------------------------------
+
+
+def test_C2_crash_after_record_before_hold_resumes_the_hold_once() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    snap = fleet.snapshot()
+    first = plan(snap, T0, CFG)
+    record_only = apply_actions(snap, [a for a in first.actions if isinstance(a, RecordOp)], T0)
+    resumed = run(record_only, now=T0 + timedelta(seconds=5))
+    assert held(resumed) == ["low"]
+    assert not any(isinstance(a, RecordOp) for a in resumed.actions)
+
+
+def test_C3_crash_after_hold_before_record_reconstructs_the_op() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    snap = fleet.snapshot()
+    first = plan(snap, T0, CFG)
+    holds_only = apply_actions(snap, [a for a in first.actions if isinstance(a, HoldVictim)], T0)
+    resumed = run(holds_only, now=T0 + timedelta(seconds=5))
+    records = [a for a in resumed.actions if isinstance(a, RecordOp)]
+    assert len(records) == 1 and held(resumed) == []
+    rebuilt = OpRecord.decode(records[0].set_annotations[KEYS.op])
+    victim_key = next(a.workload.key for a in first.actions if isinstance(a, HoldVictim))
+    assert rebuilt is not None and rebuilt.victims == (victim_key,)
+
+
+def test_C7_finished_victim_is_not_held() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    wl = next(w for w in fleet.workloads.values() if w.name.startswith("jobset-low"))
+    fleet.set_workload(WorkloadBuilder.from_obj(wl).condition("Finished", ConditionStatus.TRUE).obj())
+    assert held(run(fleet.snapshot())) == []
+
+
+def _held_state(release_on: ReleaseOnPreemptorGone = ReleaseOnPreemptorGone.CAPACITY) -> tuple[Fleet, ClusterSnapshot]:
+    fleet, _ = disrupted_fleet({"low": 10})
+    snap = fleet.snapshot()
+    return fleet, apply_actions(snap, plan(snap, T0, CFG).actions, T0)
+
+
+@pytest.mark.parametrize("how", ["C8_evicted", "C9_failed", "C10_suspended"])
+def test_C8_C9_C10_preemptor_gone_aborts_and_releases(how: str) -> None:
+    _, state = _held_state()
+    jobsets = list(state.jobsets)
+    workloads = list(state.workloads)
+    high_js = next(j for j in jobsets if j.name == "high")
+    if how == "C8_evicted":
+        workloads = [
+            WorkloadBuilder.from_obj(w).condition("Evicted", ConditionStatus.TRUE, "PodsReadyTimeout").obj()
+            if w.owner_jobset_uid == high_js.uid
+            else w
+            for w in workloads
+        ]
+    else:
+        changed = replace(high_js, terminal_state="Failed") if how == "C9_failed" else replace(high_js, suspended=True)
+        jobsets = [changed if j.uid == high_js.uid else j for j in jobsets]
+    state = replace(state, jobsets=tuple(jobsets), workloads=tuple(workloads))
+    config = HotswapConfig(release_on_preemptor_gone=ReleaseOnPreemptorGone.IMMEDIATE)
+    result = run(state, config, now=T0 + timedelta(seconds=30))
+    assert any(isinstance(a, ClearOp) for a in result.actions)
+    releases = [a for a in result.actions if isinstance(a, ReleaseVictim)]
+    assert [r.reason for r in releases] == [ReleaseReason.PREEMPTOR_GONE]
+
+
+def test_C11_manual_reactivation_drops_the_hold() -> None:
+    _, state = _held_state()
+    state = replace(
+        state,
+        workloads=tuple(replace(w, active=True) if KEYS.held_by in w.annotations else w for w in state.workloads),
+    )
+    result = run(state, now=T0 + timedelta(seconds=30))
+    assert [a.reason for a in result.actions if isinstance(a, ReleaseVictim)] == [ReleaseReason.REACTIVATED_EXTERNALLY]
+
+
+# --- E. recovery and release ----------------------------------------------------------------------------
+
+
+def _recover(snapshot: ClusterSnapshot, pool: str, since: object) -> ClusterSnapshot:
+    nodes = tuple(
+        NodeBuilder(n.name).pool(pool).tpu().ready_since(since).obj() if n.node_pool == pool else n  # type: ignore[arg-type]
+        for n in snapshot.nodes
+    )
+    return replace(snapshot, nodes=nodes)
+
+
+def test_E1_E3_victim_stays_held_until_preemptor_placed_then_released_on_capacity() -> None:
+    fleet, _high = disrupted_fleet({"low": 10})
+    snap = fleet.snapshot()
+    state = apply_actions(snap, plan(snap, T0, CFG).actions, T0)
+    later = T0 + timedelta(minutes=10)
+    state = _recover(state, "p0", T0)
+    # E3: recovered, but H not yet placed: stays held.
+    assert not any(isinstance(a, ReleaseVictim) for a in run(state, now=later).actions)
+    # H moves onto v0: low's pods are gone, H runs on p1 + v0.
+    pods = [
+        p for p in state.pods if p.jobset_name not in ("low",) and not (p.jobset_name == "high" and p.node_pool == "p0")
+    ]
+    pods += [
+        PodBuilder("ml", f"high-w-1-{i}", "high").job("w", 1).on(f"v0-{i}", "v0").priority(1000).obj() for i in range(4)
+    ]
+    state = replace(state, pods=tuple(pods))
+    result = run(state, now=later)
+    assert EventReason.DONE in reasons(result)
+    assert [a.reason for a in result.actions if isinstance(a, ReleaseVictim)] == [ReleaseReason.CAPACITY]
+
+
+def test_E4_partial_capacity_keeps_victim_held() -> None:
+    fleet = Fleet().slices("p0", "p1", "p2", "v0", "v1")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 3), ["p0", "p1", "p2"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 2), ["v0", "v1"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    fleet.fail("p1", FAILED_AT).evict_pods(high, "p1", FAILED_AT)
+    snap = fleet.snapshot()
+    state = apply_actions(snap, plan(snap, T0, CFG).actions, T0)
+    # Preemptor finished; only p0 recovers: low needs 2 slices, 1 free -> stays held.
+    state = replace(
+        state, jobsets=tuple(replace(j, terminal_state="Completed") if j.name == "high" else j for j in state.jobsets)
+    )
+    others = [PodBuilder("ml", f"mid-{i}", "mid").on(name, "p2").obj() for i, name in enumerate(fleet.pools["p2"])]
+    state = replace(state, pods=(*(p for p in state.pods if p.jobset_name != "high"), *others))
+    state = _recover(state, "p0", T0 - timedelta(hours=1))
+    result = run(state, now=T0 + timedelta(minutes=10))
+    assert not any(isinstance(a, ReleaseVictim) for a in result.actions)
+    # Once p1 recovers too, capacity covers both slices and the victim is released.
+    state = _recover(state, "p1", T0 - timedelta(hours=1))
+    result = run(state, now=T0 + timedelta(minutes=10))
+    assert [a.reason for a in result.actions if isinstance(a, ReleaseVictim)] == [ReleaseReason.PREEMPTOR_GONE]
+
+
+def test_E6_max_hold_releases_regardless() -> None:
+    _, state = _held_state()
+    result = run(state, now=T0 + CFG.max_hold + timedelta(seconds=1))
+    assert [a.reason for a in result.actions if isinstance(a, ReleaseVictim)] == [ReleaseReason.MAX_HOLD]
+
+
+def test_E8_held_victims_are_not_candidates_again() -> None:
+    _, state = _held_state()
+    assert held(run(state, now=T0 + timedelta(seconds=10))) == []
+
+
+# --- F. anti-thrash -------------------------------------------------------------------------------------
+
+
+def test_F1_hold_rate_limit_protects_a_repeat_victim() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    wl = next(w for w in fleet.workloads.values() if w.name.startswith("jobset-low"))
+    history = ",".join(format_time(T0 - timedelta(hours=h)) for h in (1, 2, 3))
+    fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.hold_history, history).obj())
+    assert held(run(fleet.snapshot())) == []
+
+
+def test_F5_tas_cluster_queue_is_left_to_kueue() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0").queue("cq", "cohort", tas=True)
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    assert run(fleet.snapshot()).actions == ()
+
+
+def test_fast_fail_is_opt_in_twice() -> None:
+    fleet = Fleet().slices("p0", "p1", "spare")
+    fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2).annotation(KEYS.fast_fail, "true"), ["p0", "p1"], 1000)
+    fleet.fail("p0", T0 - timedelta(minutes=2))
+    assert not any(isinstance(a, FastFailPod) for a in run(fleet.snapshot()).actions)
+    enabled = HotswapConfig.model_validate({"fastFail": {"enabled": True}})
+    result = run(fleet.snapshot(), enabled)
+    assert [a.node_name for a in result.actions if isinstance(a, FastFailPod)] == ["p0-0"]
+
+
+def test_departed_pods_attribute_a_restarted_preemptor() -> None:
+    fleet, high = disrupted_fleet({"low": 10})
+    fleet.depart_pods(high, "p0", T0 - timedelta(seconds=30))
+    assert held(run(fleet.snapshot())) == ["low"]
+    fleet.departed = [replace(d, gone_at=T0 - timedelta(hours=1)) for d in fleet.departed]
+    assert held(run(fleet.snapshot())) == []

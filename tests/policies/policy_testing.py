@@ -75,9 +75,16 @@ def resource_args(
 
 def policy_resource(resource_type: str, props: Mapping[str, Any], name: str) -> PolicyResource:
     return PolicyResource(
-        resource_type, engine_values(copy.deepcopy(dict(props))), urn_for(resource_type, name), name, options(),
-        None, None, [], {},
-    )  # fmt: skip
+        resource_type,
+        engine_values(copy.deepcopy(dict(props))),
+        urn_for(resource_type, name),
+        name,
+        options(),
+        None,
+        None,
+        [],
+        {},
+    )
 
 
 def stack_args(

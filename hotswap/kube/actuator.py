@@ -155,7 +155,7 @@ class WorkloadChecks:
         return body, check
 
     def release(self, action: ReleaseVictim) -> tuple[JsonObj, Check]:
-        set_annotations: dict[str, Any] = dict(getattr(action, "set_annotations", {}) or {})
+        set_annotations: dict[str, Any] = dict(action.set_annotations)
         removals: dict[str, Any] = dict.fromkeys(action.remove_annotations)
         body: JsonObj = {"metadata": {"annotations": removals | set_annotations}, "spec": {"active": True}}
 
@@ -166,7 +166,7 @@ class WorkloadChecks:
             held_op = annotations.get(self.keys.op_id)
             if held_op is None and not annotations.get(self.keys.held_by):
                 return _Done("no longer held")
-            if held_op != action.op_id:
+            if (held_op or "") != action.op_id:
                 return _Abandon(f"held by another operation {held_op!r}")
             return body
 
@@ -233,21 +233,23 @@ class Actuator:
     async def execute(self, plan: Plan) -> list[Outcome]:
         """Execute ``plan``; raises :class:`LeadershipLost` as soon as a write would be unfenced.
 
-        After one action of an operation fails, the operation's remaining actions are skipped (holding
-        the other victims would not cover the deficit, I6) and its events are suppressed; the next pass
-        re-plans from what actually happened.
+        Once recording an operation or holding one of its victims fails, the operation's remaining holds
+        are skipped (the other victims alone would not cover the deficit, I6) and its events are
+        suppressed; releases are independent and always attempted. The next pass re-plans from what
+        actually happened.
         """
         outcomes: list[Outcome] = []
         failed_ops: set[str] = set()
         for action in plan.actions:
-            if action.op_id in failed_ops:
+            acquiring = isinstance(action, HoldVictim | RecordOp)
+            if acquiring and action.op_id in failed_ops:
                 outcome = Outcome(action, Result.SKIPPED, "an earlier action of this operation failed")
             else:
                 outcome = await self._execute_one(action)
             outcomes.append(outcome)
             self._metrics.writes.labels(action=action_name(action), result=outcome.result.value).inc()
             self._log(outcome)
-            if not outcome.ok:
+            if acquiring and not outcome.ok:
                 failed_ops.add(action.op_id)
             elif outcome.result is Result.APPLIED:
                 if isinstance(action, HoldVictim):

@@ -124,8 +124,10 @@ class Informer:
                 need_list = True
             except asyncio.CancelledError:
                 raise
-            except (ApiException, aiohttp.ClientError, TimeoutError, ValueError, OSError) as exc:
+            except Exception as exc:
                 self._set_healthy(False)
+                if not isinstance(exc, ApiException | aiohttp.ClientError | TimeoutError | ValueError | OSError):
+                    log.exception("unexpected watch failure", extra={"resource": self.name})
                 code = getattr(exc, "status", None)
                 if self._metrics is not None:
                     self._metrics.api_error("watch" if not need_list else "list", code)

@@ -343,7 +343,7 @@ class FakeApiServer:
         self.faults: list[Fault] = []
         self.requests: list[RequestRecord] = []
         self.write_hooks: list[Callable[[FakeApiServer, str, str, JsonObj], None]] = []
-        self._changed = asyncio.Condition()
+        self._changed = asyncio.Event()
         self._pages: dict[str, tuple[int, list[JsonObj]]] = {}
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._kill_watches = 0
@@ -481,11 +481,9 @@ class FakeApiServer:
 
     def _record(self, key: str, kind: str, obj: JsonObj, old: JsonObj | None) -> None:
         self.history.append(WatchEvent(self.rv, key, kind, copy.deepcopy(obj), old))
-        asyncio.get_running_loop().create_task(self._notify())
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        # Wake every watcher waiting on the current generation; later waiters get a fresh event.
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     # ---- HTTP ---------------------------------------------------------------------------------------
 
@@ -803,11 +801,11 @@ class FakeApiServer:
                 wait = self.bookmark_interval
                 if deadline is not None:
                     wait = min(wait, max(deadline - time.monotonic(), 0.0))
+                # Grab the event before checking: a write after the check sets exactly this event.
+                changed = self._changed
                 try:
-                    async with self._changed:
-                        # Checked under the lock: a write after this check notifies us once we wait.
-                        if not self._pending(key, position):
-                            await asyncio.wait_for(self._changed.wait(), timeout=wait)
+                    if not self._pending(key, position):
+                        await asyncio.wait_for(changed.wait(), timeout=wait)
                 except TimeoutError:
                     if bookmarks and not self._pending(key, position):
                         position = self.rv

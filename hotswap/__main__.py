@@ -1,0 +1,15 @@
+"""``python -m hotswap`` and the ``hotswap`` console script."""
+
+from __future__ import annotations
+
+import sys
+
+from hotswap.cli import main as cli_main
+
+
+def main() -> None:
+    sys.exit(cli_main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Command line: ``hotswap run`` (the controller) and ``hotswap release-all`` (uninstall cleanup)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Sequence
+
+from hotswap.annotations import AnnotationKeys
+from hotswap.config import ConfigError, HotswapConfig, load_config
+from hotswap.controller import Controller
+from hotswap.kube.client import new_api_client
+from hotswap.kube.release_all import release_all
+from hotswap.logs import setup_logging
+from hotswap.metrics import Metrics
+from hotswap.server import OpsServer, make_app
+
+log = logging.getLogger("hotswap")
+
+DESCRIPTION = """\
+Hotswap reconciler for GKE TPU slices with Kueue and JobSet.
+
+When infrastructure fails under a high-priority JobSet, it frees healthy TPU slices (whole slices, never
+part of one) by deactivating lower-priority Kueue Workloads (spec.active=false), so they are requeued,
+never lost, and reactivates them once capacity returns or after maxHold. Only the replica holding the
+Lease writes.
+"""
+
+EPILOG = """\
+configuration: --config FILE (YAML or JSON) or $HOTSWAP_CONFIG, overridden by HOTSWAP_* variables
+(for example HOTSWAP_DRY_RUN=true, HOTSWAP_LEADER_ELECTION__LEASE_NAME=x). Without --kubeconfig the
+in-cluster service account is used.
+
+exit codes: 0 clean shutdown; 1 release-all could not release everything; 2 invalid configuration;
+3 leadership lost (the Deployment restarts the pod).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hotswap",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="reconciler configuration file (YAML or JSON)")
+    common.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use instead of the in-cluster account")
+    common.add_argument("--context", help="kubeconfig context (default: the current context)")
+    common.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=None,
+        help="plan and log every decision, but send no writes (no patches, no events)",
+    )
+    common.add_argument("--log-level", default=os.environ.get("HOTSWAP_LOG_LEVEL", "INFO"), help="default: INFO")
+
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="run the reconciler (watches, leader election, reconcile loop, /healthz /readyz /metrics)",
+        description="Run the reconciler until SIGTERM.",
+    )
+    run.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME"),
+        help="leader-election identity (default: $POD_NAME, else hostname plus a random suffix)",
+    )
+    run.add_argument("--bind-address", default="0.0.0.0", help="address for the ops endpoints (default 0.0.0.0)")
+    commands.add_parser(
+        "release-all",
+        parents=[common],
+        help="reactivate every Workload held by the reconciler (run on uninstall)",
+        description="Reactivate every Workload carrying the held-by annotation, one update each, and "
+        "remove open-operation annotations. Run it after the reconciler Deployment is gone.",
+    )
+    return parser
+
+
+def _load(args: argparse.Namespace) -> HotswapConfig:
+    config = load_config(args.config)
+    if args.dry_run:
+        config = config.model_copy(update={"dry_run": True})
+    return config
+
+
+async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
+    identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    api = await new_api_client(args.kubeconfig, args.context)
+    metrics = Metrics()
+    controller = Controller(config, api, identity=identity, metrics=metrics)
+    server = OpsServer(
+        make_app(metrics, alive=controller.alive, ready=controller.caches_ready),
+        args.bind_address,
+        (config.metrics_port, config.health_port),
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, controller.stop)
+    await server.start()
+    log.info(
+        "starting",
+        extra={"identity": identity, "dry_run": controller.dry_run, "ports": server.bound, "mode": config.mode},
+    )
+    try:
+        code = await controller.run()
+    finally:
+        await server.stop()
+        await api.close()
+    log.info("stopped", extra={"exit_code": int(code)})
+    return int(code)
+
+
+async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
+    api = await new_api_client(args.kubeconfig, args.context)
+    try:
+        report = await release_all(
+            api, AnnotationKeys(config.annotation_domain), config.namespaces, dry_run=config.dry_run
+        )
+    finally:
+        await api.close()
+    log.info(
+        "release-all finished",
+        extra={"released": report.released, "cleared_ops": report.cleared_ops, "failed": report.failed},
+    )
+    return 0 if report.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        config = _load(args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if args.command == "run":
+        return asyncio.run(_run(args, config))
+    return asyncio.run(_release_all(args, config))

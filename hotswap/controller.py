@@ -1,0 +1,352 @@
+"""The reconcile loop: watches feed caches; one serialised pass at a time plans and actuates, as leader only.
+
+A pass is triggered by any cache change (debounced, so a burst of pod events makes one pass) and by a
+periodic resync. It runs only when every cache is synced and healthy (never plan on a partial view) and
+only while this replica holds the Lease. Standby replicas keep their caches warm so a takeover is quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import IntEnum
+
+from kubernetes_asyncio import client
+
+from hotswap.annotations import AnnotationKeys, OpRecord, parse_time
+from hotswap.config import HotswapConfig
+from hotswap.kube.actuator import Actuator, LeadershipLost, Outcome, Result
+from hotswap.kube.events import EventRecorder
+from hotswap.kube.informer import Informer
+from hotswap.kube.leader import LeaderElector, LeaseSettings
+from hotswap.kube.ratelimit import TokenBucket
+from hotswap.kube.resources import (
+    CLUSTER_QUEUES,
+    JOBSETS,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    TOPOLOGIES,
+    WATCHED,
+    WORKLOADS,
+    ResourceKind,
+)
+from hotswap.kube.snapshot import JsonObj, SnapshotBuilder
+from hotswap.metrics import Metrics
+from hotswap.model import ClusterSnapshot
+from hotswap.planner import plan as make_plan
+from hotswap.planner.actions import ClearOp, EventReason, Plan, ReleaseVictim
+
+log = logging.getLogger(__name__)
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    LEADERSHIP_LOST = 3
+
+
+@dataclass
+class RecoveryTracker:
+    """Remembers when each operation's preemptor was disrupted, to observe MTTR when the op is Done."""
+
+    failure_times: dict[str, datetime] = field(default_factory=dict)
+
+    def note(self, op_id: str, failure_time: datetime | None) -> None:
+        if failure_time is not None and op_id not in self.failure_times:
+            self.failure_times[op_id] = failure_time
+
+    def finish(self, op_id: str) -> datetime | None:
+        return self.failure_times.pop(op_id, None)
+
+
+def disruption_time(snapshot: ClusterSnapshot, namespace: str, jobset: str) -> datetime | None:
+    """Earliest sign of infrastructure disruption for a JobSet: departed pods or DisruptionTarget pods."""
+    times = [p.gone_at for p in snapshot.departed_pods if (p.namespace, p.jobset_name) == (namespace, jobset)]
+    times += [
+        p.disruption_time
+        for p in snapshot.pods
+        if (p.namespace, p.jobset_name) == (namespace, jobset) and p.disruption_time is not None
+    ]
+    return min(times) if times else None
+
+
+class Controller:
+    """Owns the caches, the lease, and the reconcile loop of one replica."""
+
+    def __init__(
+        self,
+        config: HotswapConfig,
+        api: client.ApiClient,
+        *,
+        identity: str,
+        metrics: Metrics | None = None,
+        dry_run: bool | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self.config = config
+        self.identity = identity
+        self.metrics = metrics or Metrics()
+        self.dry_run = config.dry_run if dry_run is None else dry_run
+        self.keys = AnnotationKeys(config.annotation_domain)
+        self._clock = clock
+        self._trigger = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._heartbeat = time.monotonic()
+        self._passes = 0
+        self._watch_tasks: list[asyncio.Task[None]] = []
+        self._previous_blocked: set[tuple[str, str]] = set()
+        self.recovery = RecoveryTracker()
+        self.builder = SnapshotBuilder(attribution_window=config.attribution_window, clock=clock)
+        self.informers: dict[str, list[Informer]] = {}
+        for kind in WATCHED:
+            self.informers[kind.name] = [
+                Informer(
+                    api,
+                    kind,
+                    namespace=namespace,
+                    on_change=self._on_change,
+                    metrics=self.metrics,
+                    watch_timeout_seconds=watch_timeout_seconds,
+                )
+                for namespace in self._namespaces(kind)
+            ]
+        for informer in self.informers[NODES.name]:
+            informer.listeners.append(self.builder.on_node_event)
+        for informer in self.informers[PODS.name]:
+            informer.listeners.append(self.builder.on_pod_event)
+        lease = config.leader_election
+        self.elector: LeaderElector | None = None
+        if lease.enabled:
+            self.elector = LeaderElector(
+                api,
+                LeaseSettings(
+                    name=lease.lease_name,
+                    namespace=lease.lease_namespace,
+                    identity=identity,
+                    lease_duration=lease.lease_duration.total_seconds(),
+                    renew_deadline=lease.renew_deadline.total_seconds(),
+                    retry_period=lease.retry_period.total_seconds(),
+                ),
+                self.metrics,
+                on_lost=self._trigger.set,
+            )
+        self.actuator = Actuator(
+            api,
+            self.keys,
+            limiter=TokenBucket(config.writes_per_second, config.write_burst),
+            recorder=EventRecorder(api, identity, self.metrics, dry_run=self.dry_run),
+            metrics=self.metrics,
+            is_leader=self.may_write,
+            dry_run=self.dry_run,
+            fast_fail_enabled=config.fast_fail.enabled,
+        )
+
+    def _namespaces(self, kind: ResourceKind) -> list[str | None]:
+        if kind.namespaced and self.config.namespaces:
+            return list(self.config.namespaces)
+        return [None]
+
+    # ---- health --------------------------------------------------------------------------------------
+
+    def caches_ready(self) -> bool:
+        return all(i.synced and i.healthy for group in self.informers.values() for i in group)
+
+    def is_leader(self) -> bool:
+        return self.elector.is_leader() if self.elector is not None else True
+
+    def may_write(self) -> bool:
+        """The write fence: leader, and not shutting down."""
+        return self.is_leader() and not self._stopping.is_set()
+
+    def alive(self) -> bool:
+        """Liveness: the loop has ticked recently (it ticks at least every resync period)."""
+        budget = 3 * self.config.resync_period.total_seconds() + 60
+        return time.monotonic() - self._heartbeat < budget
+
+    @property
+    def passes(self) -> int:
+        return self._passes
+
+    def _on_change(self, _kind: str) -> None:
+        self._trigger.set()
+
+    def stop(self) -> None:
+        """Request a graceful stop (SIGTERM): no new writes; the in-flight request finishes."""
+        self._stopping.set()
+        self._trigger.set()
+
+    # ---- loop ----------------------------------------------------------------------------------------
+
+    def start_watches(self) -> None:
+        """Start every informer (idempotent); caches fill in the background."""
+        if not self._watch_tasks:
+            self._watch_tasks = [
+                asyncio.create_task(i.run(), name=f"watch-{i.name}") for g in self.informers.values() for i in g
+            ]
+
+    async def stop_watches(self) -> None:
+        for task in self._watch_tasks:
+            task.cancel()
+        await asyncio.gather(*self._watch_tasks, return_exceptions=True)
+        self._watch_tasks = []
+
+    async def run(self) -> ExitCode:
+        """Watch, campaign, and reconcile until :meth:`stop` (OK) or until leadership is lost."""
+        self.start_watches()
+        elector_task = asyncio.create_task(self.elector.run(), name="lease") if self.elector else None
+        was_leader = False
+        try:
+            while not self._stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._trigger.wait(), timeout=self.config.resync_period.total_seconds())
+                self._heartbeat = time.monotonic()
+                if self._stopping.is_set():
+                    break
+                lease_gone = elector_task is not None and elector_task.done()
+                if lease_gone or (self.elector is not None and was_leader and not self.is_leader()):
+                    log.error("leadership lost; exiting so the Deployment restarts this replica")
+                    return ExitCode.LEADERSHIP_LOST
+                # Debounce: let a burst of watch events settle into one pass.
+                await asyncio.sleep(self.config.debounce.total_seconds())
+                self._trigger.clear()
+                if not self.is_leader():
+                    continue
+                was_leader = True
+                if not self.caches_ready():
+                    log.info("caches not synced and healthy yet; skipping pass")
+                    continue
+                try:
+                    await self.reconcile_once()
+                except LeadershipLost:
+                    if self._stopping.is_set():
+                        break
+                    log.error("leadership lost during a pass; stopped writing")
+                    return ExitCode.LEADERSHIP_LOST
+            return ExitCode.OK
+        finally:
+            if elector_task is not None:
+                elector_task.cancel()
+                await asyncio.gather(elector_task, return_exceptions=True)
+            if self.elector is not None:
+                await self.elector.release()
+            await self.stop_watches()
+
+    def snapshot(self) -> ClusterSnapshot:
+        def objects(kind: ResourceKind) -> list[JsonObj]:
+            return [obj for informer in self.informers[kind.name] for obj in informer.cache.values()]
+
+        return self.builder.build(
+            nodes=objects(NODES),
+            pods=objects(PODS),
+            jobsets=objects(JOBSETS),
+            workloads=objects(WORKLOADS),
+            cluster_queues=objects(CLUSTER_QUEUES),
+            priority_classes=objects(PRIORITY_CLASSES),
+            resource_flavors=objects(RESOURCE_FLAVORS),
+            topologies=objects(TOPOLOGIES),
+        )
+
+    async def reconcile_once(self) -> list[Outcome]:
+        """One pass: snapshot, plan, actuate, account."""
+        started = time.monotonic()
+        result = "ok"
+        try:
+            snapshot = self.snapshot()
+            now = self._clock()
+            plan = make_plan(snapshot, now, self.config)
+            plan = self._dedupe_blocked(plan)
+            self._note_failures(plan, snapshot)
+            outcomes = await self.actuator.execute(plan)
+            self._account(plan, outcomes, snapshot, now)
+            if any(not o.ok and o.result is not Result.SKIPPED for o in outcomes):
+                result = "partial"
+                # Re-plan soon from what actually happened rather than waiting for the resync.
+                self._trigger.set()
+            log.info(
+                "reconcile pass",
+                extra={
+                    "pass": self._passes,
+                    "writes": len(plan.actions),
+                    "events": len(plan.events),
+                    "dry_run": self.dry_run,
+                    "results": sorted(o.result.value for o in outcomes),
+                    "diagnostics": {k: v for k, v in vars_of(plan.diagnostics).items() if v not in (0, (), "")},
+                },
+            )
+            return outcomes
+        except LeadershipLost:
+            result = "not_leader"
+            raise
+        except Exception:
+            result = "error"
+            log.exception("reconcile pass failed")
+            return []
+        finally:
+            self._passes += 1
+            self.metrics.reconciles.labels(result=result).inc()
+            self.metrics.reconcile_duration.observe(time.monotonic() - started)
+
+    def _dedupe_blocked(self, plan: Plan) -> Plan:
+        """Emit HotswapBlocked when a preemptor becomes blocked, not on every pass while it stays blocked."""
+        blocked = {(d.involved.uid, d.message) for d in plan.events if d.reason is EventReason.BLOCKED}
+        fresh = blocked - self._previous_blocked
+        for _ in fresh:
+            self.metrics.ops.labels(result="blocked").inc()
+        self._previous_blocked = blocked
+        events = tuple(
+            d for d in plan.events if d.reason is not EventReason.BLOCKED or (d.involved.uid, d.message) in fresh
+        )
+        return replace(plan, events=events)
+
+    def _note_failures(self, plan: Plan, snapshot: ClusterSnapshot) -> None:
+        for decision in plan.events:
+            if decision.reason is EventReason.PLANNED and decision.op_id:
+                involved = decision.involved
+                self.recovery.note(decision.op_id, disruption_time(snapshot, involved.namespace, involved.name))
+
+    def _account(self, plan: Plan, outcomes: list[Outcome], snapshot: ClusterSnapshot, now: datetime) -> None:
+        if self.dry_run:
+            return
+        workloads = {w.uid: w for w in snapshot.workloads}
+        failed_ops = {o.action.op_id for o in outcomes if not o.ok}
+        for outcome in outcomes:
+            action = outcome.action
+            if outcome.result is not Result.APPLIED:
+                continue
+            if isinstance(action, ReleaseVictim):
+                held = workloads.get(action.workload.uid)
+                since = parse_time(held.annotations.get(self.keys.held_since, "")) if held else None
+                if since is not None:
+                    self.metrics.hold_duration.observe(max(0.0, (now - since).total_seconds()))
+            if isinstance(action, ClearOp):
+                preemptor = workloads.get(action.workload.uid)
+                record = OpRecord.decode(preemptor.annotations.get(self.keys.op, "")) if preemptor else None
+                done = any(d.reason is EventReason.DONE and d.op_id == action.op_id for d in plan.events)
+                if done and record is not None:
+                    self.metrics.slices_freed.inc(len(record.slices))
+        for decision in plan.events:
+            if decision.op_id in failed_ops:
+                continue
+            if decision.reason is EventReason.PLANNED:
+                self.metrics.ops.labels(result="planned").inc()
+            elif decision.reason is EventReason.DONE:
+                self.metrics.ops.labels(result="done").inc()
+                failure = self.recovery.finish(decision.op_id)
+                if failure is not None:
+                    self.metrics.failure_to_preemptor_ready.observe(max(0.0, (now - failure).total_seconds()))
+            elif decision.reason is EventReason.ABORTED:
+                self.metrics.ops.labels(result="aborted").inc()
+                self.recovery.finish(decision.op_id)
+        self.metrics.held_workloads.set(plan.diagnostics.held_workloads)
+
+
+def vars_of(obj: object) -> dict[str, object]:
+    """Field values of a slotted dataclass (``vars`` does not work with ``slots=True``)."""
+    return {name: getattr(obj, name) for name in getattr(obj, "__dataclass_fields__", {})}

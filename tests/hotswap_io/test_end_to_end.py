@@ -1,0 +1,190 @@
+"""Controller + real planner + fake API server: a node failure under a high-priority JobSet.
+
+Scenario: slices p0, p1 run `high` (priority 1000); slice v0 runs `low` (priority 10). A host of p0
+becomes unreachable and the taint manager evicts high's pods there. The reconciler must hold `low`
+(one Workload write: annotations + spec.active=false), record the op on high's Workload, and, once the
+failed slice is healthy again, release `low` (one write: annotations removed + spec.active=true).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fakes.apiserver import FakeApiServer, Fault
+
+from hotswap.annotations import AnnotationKeys
+from hotswap.config import HotswapConfig, LeaderElectionConfig
+from hotswap.controller import Controller
+from hotswap.kube.actuator import Result
+from hotswap.planner.actions import EventReason
+
+from .cluster import (
+    NS,
+    WORKLOADS,
+    add_slices,
+    base_cluster,
+    evict_pods_on,
+    fail_node,
+    jobset_restarted,
+    kueue_deactivated,
+    recover_node,
+    run_jobset,
+)
+from .conftest import ClientFactory
+from .helpers import eventually
+
+pytestmark = pytest.mark.timeout(30)
+
+CONFIG = HotswapConfig(
+    leader_election=LeaderElectionConfig(enabled=False),
+    debounce=timedelta(milliseconds=20),
+    resync_period=timedelta(seconds=1),
+    writes_per_second=100,
+    write_burst=100,
+)
+KEYS = AnnotationKeys(CONFIG.annotation_domain)
+LOW = "jobset-low"
+HIGH = "jobset-high"
+
+
+def workload_writes(api: FakeApiServer, name: str) -> list[dict[str, Any]]:
+    return [r.body for r in api.writes() if r.resource == WORKLOADS and r.name == name and isinstance(r.body, dict)]
+
+
+async def caught_up(api: FakeApiServer, controller: Controller) -> None:
+    """Wait until every cache has seen the API's current resourceVersion (bookmarks carry it)."""
+    target = api.rv
+    await eventually(
+        lambda: all(int(i.resource_version or 0) >= target for g in controller.informers.values() for i in g)
+    )
+
+
+@pytest.fixture
+async def failed_cluster(api: FakeApiServer) -> AsyncIterator[FakeApiServer]:
+    base_cluster(api)
+    add_slices(api, "p0", "p1", "v0")
+    run_jobset(api, "high", ["p0", "p1"], 1000)
+    run_jobset(api, "low", ["v0"], 10)
+    fail_node(api, "p0-0", seconds_ago=60)
+    evict_pods_on(api, "high", "p0")
+    yield api
+
+
+async def started(make_client: ClientFactory, api: FakeApiServer, **kwargs: object) -> Controller:
+    controller = Controller(CONFIG, await make_client("reconciler"), identity="reconciler", **kwargs)  # type: ignore[arg-type]
+    controller.start_watches()
+    await eventually(controller.caches_ready)
+    await caught_up(api, controller)
+    return controller
+
+
+async def test_node_failure_holds_lower_priority_victim_then_releases_it(
+    failed_cluster: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api = failed_cluster
+    controller = await started(make_client, api)
+    try:
+        outcomes = await controller.reconcile_once()
+        assert {o.result for o in outcomes} == {Result.APPLIED}, outcomes
+        low = api.get(WORKLOADS, LOW, NS)
+        assert low is not None and low["spec"]["active"] is False
+        assert low["metadata"]["annotations"][KEYS.held_by].startswith(f"{NS}/high/")
+        # Exactly one write held the victim, and it carried the resourceVersion precondition.
+        (hold,) = workload_writes(api, LOW)
+        assert hold["spec"] == {"active": False}
+        assert hold["metadata"]["resourceVersion"]
+        high = api.get(WORKLOADS, HIGH, NS)
+        assert high is not None and KEYS.op in high["metadata"]["annotations"]
+        reasons = {e["reason"] for e in api.list_objects("events.events.k8s.io")}
+        assert {EventReason.PLANNED.value, EventReason.VICTIM_HELD.value} <= reasons
+
+        # Idempotent: the same state plans no new writes.
+        await caught_up(api, controller)
+        writes_before = len(api.writes())
+        outcomes = await controller.reconcile_once()
+        assert [o for o in outcomes if o.result is Result.APPLIED] == []
+        assert len([w for w in api.writes() if w.resource == WORKLOADS]) == len(
+            [w for w in api.writes()[:writes_before] if w.resource == WORKLOADS]
+        )
+
+        # Kueue evicts `low`; high restarts on p1 + v0 and becomes ready; p0 is repaired.
+        kueue_deactivated(api, "low")
+        jobset_restarted(api, "high", ["p1", "v0"], 1000, attempt=1)
+        for host in range(4):
+            recover_node(api, f"p0-{host}", minutes_ago=10)
+        await caught_up(api, controller)
+        for _ in range(3):
+            await controller.reconcile_once()
+            await caught_up(api, controller)
+        low = api.get(WORKLOADS, LOW, NS)
+        assert low is not None and low["spec"]["active"] is True
+        assert KEYS.held_by not in low["metadata"].get("annotations", {})
+        high = api.get(WORKLOADS, HIGH, NS)
+        assert high is not None and KEYS.op not in high["metadata"].get("annotations", {})
+        release = workload_writes(api, LOW)[-1]
+        assert release["spec"] == {"active": True}
+        reasons = {e["reason"] for e in api.list_objects("events.events.k8s.io")}
+        assert {EventReason.DONE.value, EventReason.VICTIM_RELEASED.value} <= reasons
+        metrics = controller.metrics.registry
+        assert metrics.get_sample_value("hotswap_victims_total") == 1
+        assert metrics.get_sample_value("hotswap_ops_total", {"result": "done"}) == 1
+        assert metrics.get_sample_value("hotswap_held_workloads") == 0
+    finally:
+        await controller.stop_watches()
+
+
+async def test_dry_run_writes_nothing(failed_cluster: FakeApiServer, make_client: ClientFactory) -> None:
+    api = failed_cluster
+    controller = await started(make_client, api, dry_run=True)
+    try:
+        outcomes = await controller.reconcile_once()
+        assert outcomes and {o.result for o in outcomes} == {Result.DRY_RUN}
+        assert api.writes("reconciler") == []
+    finally:
+        await controller.stop_watches()
+
+
+async def test_conflict_on_hold_rereads_and_retries_once(
+    failed_cluster: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api = failed_cluster
+    controller = await started(make_client, api)
+    try:
+        # Kueue touches the victim's status between our snapshot and our write: our resourceVersion is stale.
+        api.inject(Fault(verb="patch", resource=WORKLOADS, name=LOW, status=409, times=1))
+        outcomes = await controller.reconcile_once()
+        hold = next(o for o in outcomes if o.action.__class__.__name__ == "HoldVictim")
+        assert hold.result is Result.APPLIED and hold.detail == "attempt 2"
+        gets = [r for r in api.requests_for("get", WORKLOADS) if r.name == LOW]
+        assert len(gets) == 1
+        assert api.get(WORKLOADS, LOW, NS)["spec"]["active"] is False  # type: ignore[index]
+    finally:
+        await controller.stop_watches()
+
+
+async def test_victim_changed_by_someone_else_is_not_held(
+    failed_cluster: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api = failed_cluster
+    controller = await started(make_client, api)
+    try:
+        # Freeze the caches: the planner decides on the old victim, which then finishes; the stale
+        # write gets 409, and the re-check on the fresh object abandons the hold.
+        await controller.stop_watches()
+        api.patch(
+            WORKLOADS,
+            LOW,
+            {"status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded"}]}},
+            NS,
+        )
+        outcomes = await controller.reconcile_once()
+        low = api.get(WORKLOADS, LOW, NS)
+        assert low is not None and low["spec"]["active"] is True
+        assert KEYS.held_by not in low["metadata"].get("annotations", {})
+        (hold,) = [o for o in outcomes if o.action.__class__.__name__ == "HoldVictim"]
+        assert hold.result is Result.ABANDONED and hold.detail == "workload finished"
+    finally:
+        await controller.stop_watches()

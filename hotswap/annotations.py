@@ -78,6 +78,8 @@ def format_time(moment: datetime) -> str:
 
 def parse_time(text: str) -> datetime | None:
     """Parse an RFC 3339 time; None when malformed (annotations are user-editable, never crash on them)."""
+    if not text:
+        return None
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -88,7 +88,9 @@ def advance_ops(world: World, ledger: Ledger) -> None:
         if preemptor.workload is None:
             continue
         if op is None:
-            op = _reconstruct(world, preemptor, held_for.get(preemptor.uid, []))
+            if preemptor.uid not in held_for:
+                continue
+            op = _reconstruct(world, preemptor, held_for[preemptor.uid])
             if op is None:
                 continue
             ledger.actions.append(record_action(world, preemptor, op))

@@ -83,10 +83,11 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         queue.append((unit, evidence))
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
 
+    disrupted_uids = set(disrupted)
     eligible = [
         u
         for u in sorted(world.units.values(), key=lambda u: u.key)
-        if why_not_victim(world, u, set(disrupted), ledger.claimed) is None
+        if why_not_victim(world, u, disrupted_uids, ledger.claimed) is None
     ]
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
@@ -177,7 +178,8 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
                     op_id,
                 )
             )
-        eligible = [u for u in eligible if u not in victims]
+        gone = {v.uid for v in victims}
+        eligible = [u for u in eligible if u.uid not in gone]
         budget -= len(victims)
         planned += 1
         held += len(victims)

@@ -37,7 +37,7 @@ DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Unit:
     """A JobSet with its Kueue Workload: the unit that is disrupted, preempts, or is held."""
 

@@ -93,6 +93,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     problems += [f"I3 slice {s} reserved by {n} operations" for s, n in slice_claims.items() if n > 1]
     problems += [f"I3 workload {v} victim of {n} operations" for v, n in victim_claims.items() if n > 1]
 
+    held_after = {jobset_key(w) for w in after.workloads if keys.held_by in w.annotations and not w.active}
     for record in records.values():
         op = OpRecord.decode(record.set_annotations[keys.op])
         preemptor = workloads.get(record.workload.key)
@@ -116,8 +117,9 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
                 problems.append(f"I4 op {op.op_id} reserves unhealthy/unknown slice {pool}")
             elif not any(found.shape.matches(s) for s in shapes):
                 problems.append(f"I4 op {op.op_id} reserves {pool} of the wrong shape")
-            # I2: a reserved slice is free, or all its occupants are victims (or the preemptor itself).
-            extra = occupants.get(pool, set()) - victim_keys - {h_js.key}
+            # I2: a reserved slice is free, or all its occupants are held victims (of this op, or surplus
+            # freed by another op in the same pass) or the preemptor itself.
+            extra = occupants.get(pool, set()) - victim_keys - held_after - {h_js.key}
             if extra:
                 problems.append(f"I2 op {op.op_id} reserves {pool} still used by {sorted(extra)}")
         # I7: every victim frees at least one reserved slice.

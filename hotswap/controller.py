@@ -123,7 +123,8 @@ class Controller:
             informer.listeners.append(self.builder.on_pod_event)
         lease = config.leader_election
         self.elector: LeaderElector | None = None
-        if lease.enabled:
+        # A dry run writes nothing, not even the Lease: it must never keep the real leader out.
+        if lease.enabled and not self.dry_run:
             self.elector = LeaderElector(
                 api,
                 LeaseSettings(

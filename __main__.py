@@ -10,9 +10,7 @@ try:
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None
 
-platform = TpuPlatform(
-    pulumi.get_stack(), TpuPlatformArgs(platform=platform_config.model_dump(by_alias=True))
-)
+platform = TpuPlatform(pulumi.get_stack(), TpuPlatformArgs(platform=platform_config.model_dump(by_alias=True)))
 
 pulumi.export("clusterName", platform.cluster.cluster_name)
 pulumi.export("endpoint", platform.cluster.endpoint)
@@ -20,3 +18,6 @@ pulumi.export("location", platform.cluster.location)
 pulumi.export("systemPoolName", platform.cluster.system_pool_name)
 pulumi.export("tpuNodePools", platform.cluster.tpu_node_pool_names)
 pulumi.export("kubeconfig", platform.cluster.kubeconfig)
+pulumi.export("priorityTiers", platform.priorities.tier_names)
+pulumi.export("clusterQueues", platform.queues.cluster_queue_names)
+pulumi.export("localQueues", platform.queues.local_queues)

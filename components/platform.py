@@ -8,6 +8,9 @@ import pulumi
 
 from components.cluster import TpuCluster, TpuClusterArgs
 from components.config import parse_platform_config
+from components.kueue import KueueJobSet, KueueJobSetArgs
+from components.priorities import PriorityTiers, PriorityTiersArgs
+from components.queues import TpuQueues, TpuQueuesArgs
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuPlatform"
 
@@ -22,9 +25,24 @@ class TpuPlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, {}, opts)
-        config = parse_platform_config(args["platform"])
-        self.config = config
-        self.cluster = TpuCluster(
-            f"{name}-cluster", TpuClusterArgs(platform=args["platform"]), pulumi.ResourceOptions(parent=self)
+        raw = args["platform"]
+        self.config = parse_platform_config(raw)
+        self.cluster = TpuCluster(f"{name}-cluster", TpuClusterArgs(platform=raw), pulumi.ResourceOptions(parent=self))
+        in_cluster = pulumi.ResourceOptions(parent=self, providers=[self.cluster.provider])
+        # Controllers need schedulable system nodes before their charts can become ready.
+        self.kueue = KueueJobSet(
+            f"{name}-kueue",
+            KueueJobSetArgs(platform=raw),
+            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[self.cluster.system_pool])),
         )
-        self.register_outputs({"clusterName": self.cluster.cluster_name})
+        after_kueue = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[self.kueue]))
+        self.priorities = PriorityTiers(f"{name}-priorities", PriorityTiersArgs(platform=raw), after_kueue)
+        self.queues = TpuQueues(f"{name}-queues", TpuQueuesArgs(platform=raw), after_kueue)
+        self.register_outputs(
+            {
+                "clusterName": self.cluster.cluster_name,
+                "clusterQueues": self.queues.cluster_queue_names,
+                "localQueues": self.queues.local_queues,
+                "priorityTiers": self.priorities.tier_names,
+            }
+        )

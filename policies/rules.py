@@ -448,15 +448,21 @@ def check_tpu_node_pool_placement(props: Mapping[str, Any], name: str, cfg: Conf
     placement = mapping(dig(props, "placementPolicy"))
     topology = str(dig(placement, "tpuTopology", default=""))
     per_host, chips = chips_per_host(machine), topology_chips(topology)
-    node_count = as_number(dig(props, "nodeCount")) or as_number(dig(props, "initialNodeCount")) or 1.0
-    multi_host = (chips is not None and per_host is not None and chips > per_host) or node_count > 1
+    node_count = (
+        as_number(dig(props, "nodeCount"))
+        or as_number(dig(props, "autoscaling", "totalMaxNodeCount"))
+        or as_number(dig(props, "initialNodeCount"))
+        or 1.0
+    )
+    # Without a tpuTopology a pool holds single-host slices (one VM each, any count); with one it is one slice.
+    if placement and dig(placement, "type") == "COMPACT" and not topology and per_host is not None:
+        yield (
+            f"TPU node pool '{name}' ({machine}) has COMPACT placement but no placementPolicy.tpuTopology; "
+            "set the slice topology (for example '4x4') so GKE builds one multi-host slice."
+        )
+    multi_host = chips is not None and per_host is not None and chips > per_host
     if not multi_host:
         return
-    if not topology:
-        yield (
-            f"TPU node pool '{name}' ({machine}, {show_number(node_count)} nodes) is multi-host but has no "
-            "placementPolicy.tpuTopology; set it (for example '4x4') so GKE builds one slice."
-        )
     if dig(placement, "type") != "COMPACT":
         yield f"TPU node pool '{name}' ({machine}) is a multi-host slice; set placementPolicy.type to COMPACT."
     if chips is not None and per_host and node_count * per_host != chips:
@@ -829,7 +835,8 @@ CLUSTER_TYPE = "gcp:container/cluster:Cluster"
 
 GKE_TPU_NODE_POOL_PLACEMENT = gcp_policy(
     "gcp-container-nodepool-tpu-compact-placement",
-    "Multi-host TPU v6e node pools must use COMPACT placement with a tpuTopology matching their node count.",
+    "Multi-host TPU v6e node pools (a tpuTopology larger than one VM) must use COMPACT placement and a node count "
+    "that matches the topology.",
     NODE_POOL_TYPE,
     check_tpu_node_pool_placement,
     tags=["gke", "tpu"],

@@ -54,8 +54,17 @@ def test_invalid_stack_exits_nonzero_and_writes_nothing(
 ) -> None:
     root = tmp_path / "project"
     (root / "stacks").mkdir(parents=True)
-    bad = {"config": {"gke-tpu-priority:platform": {"project": "my-proj-1", "region": "us-east5", "tpuPools": [
-        {"name": "x", "topology": "4x5", "slices": 1, "zone": "us-east5-b", "capacity": {"mode": "spot"}}]}}}
+    bad = {
+        "config": {
+            "gke-tpu-priority:platform": {
+                "project": "my-proj-1",
+                "region": "us-east5",
+                "tpuPools": [
+                    {"name": "x", "topology": "4x5", "slices": 1, "zone": "us-east5-b", "capacity": {"mode": "spot"}}
+                ],
+            }
+        }
+    }
     (root / "stacks" / "Pulumi.broken.yaml").write_text(yaml.safe_dump(bad))
     monkeypatch.setattr(preview, "load_stack_config", lambda stack: bad["config"])
     build = tmp_path / "build"
@@ -67,4 +76,5 @@ def test_invalid_stack_exits_nonzero_and_writes_nothing(
 
 def test_unknown_stack_names_the_known_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert preview.main(["--stack", "nope", "--build-dir", str(tmp_path)]) == 2
-    assert "known stacks: dev, prod" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no stack file" in err and "known stacks:" in err and "dev" in err and "prod" in err

@@ -41,7 +41,9 @@ def object_from_resource(res: RegisteredResource) -> dict[str, Any]:
     api_version = api_version.removeprefix("core/")
     body = {k: v for k, v in unwrap_secrets(res.inputs).items() if not k.startswith("__")}
     obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
-    obj.update({k: v for k, v in body.items() if k not in ("apiVersion", "kind")})
+    if "metadata" in body:
+        obj["metadata"] = body["metadata"]
+    obj.update({k: v for k, v in body.items() if k not in ("apiVersion", "kind", "metadata")})
     integral: dict[str, Any] = _integral(obj)
     return integral
 

@@ -19,6 +19,8 @@ import yaml
 
 from components.cluster.node_pools import tpu_pool_specs
 from components.config import CONFIG_PATH, ConfigError, PlatformConfig, parse_platform_config
+from components.config.resolved import effective_cluster_queues, effective_local_queues
+from components.priorities import preemption_policy
 from tools.manifests import helm_charts, kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
 from tools.resources import ProgramRun
@@ -74,6 +76,77 @@ def tpu_capacity_rows(config: PlatformConfig) -> list[list[Any]]:
     return rows
 
 
+def queue_plan(config: PlatformConfig) -> list[str]:
+    mode = config.hotswap.mode
+    tiers = sorted(config.priorities, key=lambda t: -t.value)
+    out = [
+        "",
+        f"Priority tiers (hotswap mode: {mode.value})",
+        _table(
+            ["tier", "value", "preempts", "preemptionPolicy", "default"],
+            [
+                [
+                    t.name,
+                    t.value,
+                    "yes" if t.preempts else "no",
+                    preemption_policy(t, mode),
+                    "yes" if t.global_default else "",
+                ]
+                for t in tiers
+            ],
+        ),
+    ]
+    queues = effective_cluster_queues(config.queues, config.flavors)
+    nominal: dict[str, int] = {}
+    for cq in queues:
+        for q in cq.quotas:
+            nominal[q.flavor] = nominal.get(q.flavor, 0) + q.chips
+    out += [
+        "",
+        "Resource flavors (quota vs provisioned chips)",
+        _table(
+            ["flavor", "node labels", "slices", "chips", "nominal quota", "pools"],
+            [
+                [
+                    f.name,
+                    ",".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in f.node_labels),
+                    f.slices,
+                    f.chips,
+                    nominal.get(f.name, 0),
+                    ",".join(f.pools),
+                ]
+                for f in config.flavors
+            ],
+        ),
+    ]
+    rows = []
+    for cq in queues:
+        for q in cq.quotas:
+            rows.append(
+                [
+                    cq.name,
+                    cq.cohort or "",
+                    ",".join(cq.namespaces) or "(selector)",
+                    q.flavor,
+                    q.chips,
+                    "" if q.borrowing_limit is None else q.borrowing_limit,
+                    "" if q.lending_limit is None else q.lending_limit,
+                ]
+            )
+    out += [
+        "",
+        f"ClusterQueues (fair sharing: {'on' if config.fair_sharing else 'off'})",
+        _table(["clusterQueue", "cohort", "namespaces", "flavor", "chips", "borrow limit", "lend limit"], rows),
+    ]
+    lqs = effective_local_queues(config.queues)
+    out += [
+        "",
+        "LocalQueues",
+        _table(["namespace", "localQueue", "clusterQueue"], [[lq.namespace, lq.name, lq.cluster_queue] for lq in lqs]),
+    ]
+    return out
+
+
 def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str, Any]]) -> str:
     out = [
         f"Stack {run.stack!r} (project {config.project}, region {config.region}): "
@@ -113,6 +186,7 @@ def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str,
             [*rows, total],
         ),
     ]
+    out += queue_plan(config)
     charts = helm_charts(run.resources)
     if charts:
         out += [

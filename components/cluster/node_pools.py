@@ -12,10 +12,10 @@ import pulumi_gcp as gcp
 from components import tpu_shapes
 from components.config import CapacityMode, PlatformConfig, TpuPoolGroup
 from components.config.platform import SYSTEM_POOL_NAME
+from components.config.tpu import CAPACITY_LABEL
 
 LABEL_PREFIX = "gke-tpu-priority.io"
 POOL_GROUP_LABEL = f"{LABEL_PREFIX}/pool-group"
-CAPACITY_LABEL = f"{LABEL_PREFIX}/capacity"
 SYSTEM_LABEL = f"{LABEL_PREFIX}/system"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # TPU slices are created atomically; give GKE time to find capacity before failing the update.

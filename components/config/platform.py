@@ -9,6 +9,11 @@ from pydantic import Field, ValidationError, model_validator
 from components.config.base import ConfigModel, problems_error
 from components.config.cluster import ClusterSettings, NetworkConfig, SystemPool
 from components.config.errors import ConfigError, format_validation_error
+from components.config.hotswap import HotswapSettings
+from components.config.kueue import JobSetSettings, KueueSettings
+from components.config.priorities import PriorityTier, default_tiers
+from components.config.queues import RESERVED_NAMESPACES, QueuesConfig
+from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
 from components.config.tpu import TpuPoolGroup
 
 CONFIG_KEY = "platform"
@@ -36,6 +41,30 @@ class PlatformConfig(ConfigModel):
         min_length=1,
         description="TPU v6e slice pool groups; each group is one shape, zone and capacity mode.",
     )
+
+    kueue: KueueSettings = Field(default_factory=KueueSettings, description="Kueue installation and manager config.")
+    jobset: JobSetSettings = Field(default_factory=JobSetSettings, description="JobSet installation.")
+    priorities: list[PriorityTier] = Field(
+        default_factory=default_tiers,
+        min_length=1,
+        description="Priority tiers; each becomes a PriorityClass and a WorkloadPriorityClass of the same name/value.",
+    )
+    queues: QueuesConfig = Field(default_factory=QueuesConfig, description="Kueue flavors, cohorts and queues.")
+    hotswap: HotswapSettings = Field(default_factory=HotswapSettings, description="The hotswap reconciler.")
+
+    @property
+    def flavors(self) -> list[Flavor]:
+        return resolve_flavors(self.queues, self.tpu_pools)
+
+    @property
+    def fair_sharing(self) -> bool:
+        if self.kueue.fair_sharing is not None:
+            return self.kueue.fair_sharing
+        per_cohort: dict[str, int] = {}
+        for cq in effective_cluster_queues(self.queues, self.flavors):
+            if cq.cohort:
+                per_cohort[cq.cohort] = per_cohort.get(cq.cohort, 0) + 1
+        return any(n > 1 for n in per_cohort.values())
 
     @property
     def tpu_zones(self) -> list[str]:
@@ -75,12 +104,92 @@ class PlatformConfig(ConfigModel):
                     f".tpuPools[{i}].zone: {group.zone!r} is not in region {self.region!r}; "
                     f"use a zone like `{self.region}-b` that offers TPU v6e"
                 )
+        problems += self._priority_problems()
+        if not problems:
+            problems += self._queue_problems()
         for j, zone in enumerate(self.system_pool.zones):
             if not zone.startswith(f"{self.region}-"):
                 problems.append(f".systemPool.zones[{j}]: {zone!r} is not in region {self.region!r}")
         if problems:
             raise problems_error(problems)
         return self
+
+    def _priority_problems(self) -> list[str]:
+        problems: list[str] = []
+        names: dict[str, int] = {}
+        values: dict[int, int] = {}
+        for i, tier in enumerate(self.priorities):
+            if tier.name in names:
+                problems.append(
+                    f".priorities[{i}].name: {tier.name!r} is already used by priorities[{names[tier.name]}]"
+                )
+            names.setdefault(tier.name, i)
+            if tier.value in values:
+                problems.append(
+                    f".priorities[{i}].value: {tier.value} equals priorities[{values[tier.value]}]; tiers need "
+                    "distinct values so every preemption decision is strict"
+                )
+            values.setdefault(tier.value, i)
+            if tier.name.startswith("system-"):
+                problems.append(f".priorities[{i}].name: the `system-` prefix is reserved by Kubernetes")
+        defaults = [i for i, t in enumerate(self.priorities) if t.global_default]
+        if len(defaults) > 1:
+            problems.append(f".priorities: {len(defaults)} tiers are globalDefault (indexes {defaults}); keep one")
+        lowest = min(t.value for t in self.priorities)
+        for i in defaults:
+            if self.priorities[i].value != lowest:
+                problems.append(
+                    f".priorities[{i}].globalDefault: only the lowest tier may be the default "
+                    f"(lowest value is {lowest})"
+                )
+        preempting = [t.value for t in self.priorities if t.preempts]
+        for i, tier in enumerate(self.priorities):
+            if not tier.preempts and preempting and tier.value >= min(preempting):
+                problems.append(
+                    f".priorities[{i}]: tier {tier.name!r} may not preempt but sits at or above a tier that may "
+                    f"({min(preempting)}); give it a value below {min(preempting)} or let it preempt"
+                )
+        return problems
+
+    def _queue_problems(self) -> list[str]:
+        problems: list[str] = []
+        flavors = {f.name: f for f in self.flavors}
+        for i, flavor in enumerate(self.flavors):
+            if flavor.chips == 0:
+                problems.append(
+                    f".queues.flavors[{i}]: flavor {flavor.name!r} matches no TPU pool; pools provide "
+                    f"{', '.join(sorted({g.shape.key for g in self.tpu_pools}))}"
+                )
+        nominal: dict[str, int] = {}
+        queues = effective_cluster_queues(self.queues, self.flavors)
+        for i, cq in enumerate(queues):
+            for j, quota in enumerate(cq.quotas):
+                if quota.flavor not in flavors:
+                    problems.append(
+                        f".queues.clusterQueues[{i}].quotas[{j}].flavor: {quota.flavor!r} is not a flavor of this "
+                        f"stack (flavors: {', '.join(sorted(flavors))})"
+                    )
+                    continue
+                nominal[quota.flavor] = nominal.get(quota.flavor, 0) + quota.chips
+        if not self.queues.allow_overcommit:
+            for name, chips in sorted(nominal.items()):
+                if chips > flavors[name].chips:
+                    problems.append(
+                        f".queues: ClusterQueues' nominal quota for flavor {name!r} totals {chips} chips but its "
+                        f"pools provide {flavors[name].chips}; lower the quotas or set "
+                        "`queues.allowOvercommit: true`"
+                    )
+        by_name = {q.name: q for q in queues}
+        for i, lq in enumerate(effective_local_queues(self.queues)):
+            target = by_name.get(lq.cluster_queue)
+            if target is not None and target.namespaces and lq.namespace not in target.namespaces:
+                problems.append(
+                    f".queues.localQueues[{i}].namespace: {lq.namespace!r} is not among ClusterQueue "
+                    f"{target.name!r}'s namespaces ({', '.join(target.namespaces)}); Kueue would never admit from it"
+                )
+            if lq.namespace in RESERVED_NAMESPACES[1:]:
+                problems.append(f".queues.localQueues[{i}].namespace: {lq.namespace!r} is a system namespace")
+        return problems
 
 
 def parse_platform_config(raw: Any) -> PlatformConfig:

@@ -13,6 +13,8 @@ from components.config.base import ConfigModel, problems_error
 # GKE node pool names: RFC 1035, at most 40 characters. A multi-host group gets "-<index>" per slice.
 POOL_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 MAX_POOL_NAME = 40
+# Node label set on every TPU node by the pool, so flavors can split a shape by capacity mode.
+CAPACITY_LABEL = "gke-tpu-priority.io/capacity"
 LABEL_KEY_PATTERN = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 

@@ -86,15 +86,32 @@ def test_compliant_cluster_passes(policy: Any) -> None:
     assert_no_violations(policy, resource_args(CLUSTER, CLUSTER_PROPS, name="tpu-cluster", stack="prod"))
 
 
-def test_multi_host_pool_needs_compact_placement_and_topology() -> None:
+def test_multi_host_pool_needs_compact_placement() -> None:
     props = copy.deepcopy(TPU_POOL)
-    props["placementPolicy"] = {}
-    messages = assert_has_violation(
+    props["placementPolicy"] = {"tpuTopology": "4x4"}
+    assert_has_violation(
         rules.GKE_TPU_NODE_POOL_PLACEMENT,
         resource_args(NODE_POOL, props, name="tpu-pool"),
-        "TPU node pool 'tpu-pool' (ct6e-standard-4t, 4 nodes) is multi-host but has no placementPolicy.tpuTopology",
+        "TPU node pool 'tpu-pool' (ct6e-standard-4t) is a multi-host slice; set placementPolicy.type to COMPACT",
     )
-    assert any("set placementPolicy.type to COMPACT" in m for m in messages)
+
+
+def test_compact_placement_needs_a_topology() -> None:
+    props = copy.deepcopy(TPU_POOL)
+    props["placementPolicy"] = {"type": "COMPACT"}
+    assert_has_violation(
+        rules.GKE_TPU_NODE_POOL_PLACEMENT,
+        resource_args(NODE_POOL, props, name="tpu-pool"),
+        "has COMPACT placement but no placementPolicy.tpuTopology",
+    )
+
+
+def test_a_pool_of_single_host_2x2_slices_may_have_many_nodes() -> None:
+    # One node pool holding several single-host 2x2 slices (one VM each) is not a multi-host slice.
+    props = copy.deepcopy(TPU_POOL)
+    props.pop("placementPolicy", None)
+    props["nodeCount"] = 3
+    assert_no_violations(rules.GKE_TPU_NODE_POOL_PLACEMENT, resource_args(NODE_POOL, props, name="tpu-2x2"))
 
 
 def test_topology_must_match_node_count() -> None:

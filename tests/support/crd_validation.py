@@ -267,7 +267,8 @@ class CrdCatalog:
 
 
 CRD_DIRS_ENV = "GKE_TPU_PRIORITY_CRD_DIRS"
-_SHARED_CRDS = Path("/work/shared/crds")
+# The repo sits beside `shared/` (on developer machines and in CI alike).
+_SHARED_CRDS = Path(__file__).resolve().parents[3] / "shared" / "crds"
 
 
 def default_crd_dirs() -> list[Path]:

@@ -1,0 +1,53 @@
+"""Priority tiers: one PriorityClass and one WorkloadPriorityClass per tier, same name and value."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from components.config.base import ConfigModel
+
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes
+
+
+class HotswapMode(StrEnum):
+    RECONCILER = "reconciler"
+    SCHEDULER_ASSISTED = "scheduler-assisted"
+
+
+class PriorityTier(ConfigModel):
+    name: str = Field(pattern=NAME_PATTERN, max_length=63, description="Tier name; pods and JobSets refer to it.")
+    value: int = Field(ge=-2_147_483_648, le=MAX_USER_PRIORITY, description="Priority value; higher wins.")
+    description: str = Field(min_length=1, description="What the tier is for, shown to users of the cluster.")
+    preempts: bool = Field(
+        default=True,
+        description="Whether work in this tier may take TPU slices from lower tiers (hotswap preemptor, or "
+        "kube-scheduler preemption in `scheduler-assisted` mode). Tiers that may not preempt sit below all that may.",
+    )
+    global_default: bool = Field(
+        default=False, description="Priority for pods that name no class; at most one tier, and the lowest."
+    )
+
+
+def default_tiers() -> list[PriorityTier]:
+    # GKE's best-practice shape (low and high training tiers) plus an opportunistic tier for shared fleets.
+    return [
+        PriorityTier(
+            name="best-effort",
+            value=100_000,
+            description="Opportunistic work on idle slices; preempted first, never preempts.",
+            preempts=False,
+        ),
+        PriorityTier(
+            name="training-low",
+            value=1_000_000,
+            description="Regular training; may be preempted by training-high.",
+        ),
+        PriorityTier(
+            name="training-high",
+            value=2_000_000,
+            description="Critical training; hotswap frees slices for it when its infrastructure fails.",
+        ),
+    ]

@@ -1,0 +1,1 @@
+"""Small helpers for declaring Kubernetes objects from Pulumi components."""

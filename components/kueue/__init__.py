@@ -1,0 +1,95 @@
+"""KueueJobSet: Kueue and JobSet from their official Helm charts, on the system node pool."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components.cluster.node_pools import SYSTEM_LABEL
+from components.config import PlatformConfig, parse_platform_config
+from components.kube.objects import inherited_depends_on, namespace
+from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
+
+TYPE_TOKEN = "gke-tpu-priority:index:KueueJobSet"
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+SYSTEM_NODE_SELECTOR = {SYSTEM_LABEL: "true"}
+
+
+class KueueJobSetArgs(TypedDict):
+    platform: dict[str, Any]
+    """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
+
+
+def kueue_values(config: PlatformConfig) -> dict[str, Any]:
+    kueue = config.kueue
+    return {
+        "controllerManager": {
+            "replicas": kueue.replicas,
+            "manager": {
+                "image": {
+                    "repository": "registry.k8s.io/kueue/kueue",
+                    "tag": f"v{kueue.version}",
+                    "pullPolicy": "IfNotPresent",
+                },
+                "resources": controller_resources(fleet_slices(config)),
+                # Admission stops when Kueue is down; keep it above every workload tier.
+                "priorityClassName": "system-cluster-critical",
+            },
+            "nodeSelector": SYSTEM_NODE_SELECTOR,
+            "podDisruptionBudget": {"enabled": kueue.replicas > 1, "minAvailable": 1},
+        },
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config), sort_keys=False)},
+    }
+
+
+def jobset_values(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "image": {"registry": "registry.k8s.io", "repository": "jobset/jobset", "tag": f"v{config.jobset.version}"},
+        "controller": {
+            "nodeSelector": SYSTEM_NODE_SELECTOR,
+            "resources": controller_resources(fleet_slices(config)),
+        },
+        # The chart's ServiceMonitor needs the Prometheus operator's CRDs, which GKE does not install.
+        "prometheus": {"enable": False},
+    }
+
+
+class KueueJobSet(pulumi.ComponentResource):
+    """Kueue and JobSet installed from their official charts into their own namespaces, on the system pool."""
+
+    kueue_namespace: pulumi.Output[str]
+    """Namespace of the Kueue controller."""
+    jobset_namespace: pulumi.Output[str]
+    """Namespace of the JobSet controller."""
+
+    def __init__(self, name: str, args: KueueJobSetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, {}, opts)
+        config = parse_platform_config(args["platform"])
+        outer = inherited_depends_on(opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=outer)
+        self.jobset_ns = namespace(f"{name}-jobset-ns", config.jobset.namespace, opts=child)
+        self.kueue_ns = namespace(f"{name}-kueue-ns", config.kueue.namespace, opts=child)
+        # JobSet first: Kueue's jobset integration needs the JobSet CRD to be served.
+        self.jobset = k8s.helm.v4.Chart(
+            f"{name}-jobset",
+            chart=JOBSET_CHART,
+            version=config.jobset.version,
+            namespace=config.jobset.namespace,
+            values=jobset_values(config),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*outer, self.jobset_ns]),
+        )
+        self.kueue = k8s.helm.v4.Chart(
+            f"{name}-kueue",
+            chart=KUEUE_CHART,
+            version=config.kueue.version,
+            namespace=config.kueue.namespace,
+            values=kueue_values(config),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*outer, self.kueue_ns, self.jobset]),
+        )
+        self.kueue_namespace = self.kueue_ns.metadata.name
+        self.jobset_namespace = self.jobset_ns.metadata.name
+        self.register_outputs({"kueue_namespace": self.kueue_namespace, "jobset_namespace": self.jobset_namespace})

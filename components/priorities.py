@@ -1,0 +1,96 @@
+"""PriorityTiers: a PriorityClass and a Kueue WorkloadPriorityClass per tier, same name and value."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import PlatformConfig, parse_platform_config
+from components.config.priorities import HotswapMode, PriorityTier
+from components.kube.objects import KubernetesObject, inherited_depends_on
+
+TYPE_TOKEN = "gke-tpu-priority:index:PriorityTiers"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+TIER_LABEL = "gke-tpu-priority.io/priority-tier"
+
+
+class PriorityTiersArgs(TypedDict):
+    platform: dict[str, Any]
+    """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
+
+
+def preemption_policy(tier: PriorityTier, mode: HotswapMode) -> str:
+    # In reconciler mode only the reconciler preempts TPU work (whole slices, through Kueue); kube-scheduler's
+    # per-pod preemption would break slices apart, so no tier may use it.
+    if mode is HotswapMode.RECONCILER or not tier.preempts:
+        return "Never"
+    return "PreemptLowerPriority"
+
+
+def priority_class(tier: PriorityTier, mode: HotswapMode) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": tier.name, "labels": {TIER_LABEL: tier.name}},
+        "value": tier.value,
+        "globalDefault": tier.global_default,
+        "preemptionPolicy": preemption_policy(tier, mode),
+        "description": tier.description,
+    }
+
+
+def workload_priority_class(tier: PriorityTier) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": tier.name, "labels": {TIER_LABEL: tier.name}},
+        "value": tier.value,
+        "description": tier.description,
+    }
+
+
+class PriorityTiers(pulumi.ComponentResource):
+    """One PriorityClass and one WorkloadPriorityClass per tier, so pod and Kueue priority never disagree.
+
+    Pass the Kueue install in `opts.depends_on`: its chart brings the WorkloadPriorityClass CRD.
+    """
+
+    tier_names: pulumi.Output[list[str]]
+    """Tier names, highest priority first."""
+
+    def __init__(
+        self,
+        name: str,
+        args: PriorityTiersArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(TYPE_TOKEN, name, {}, opts)
+        config: PlatformConfig = parse_platform_config(args["platform"])
+        outer = inherited_depends_on(opts)
+        mode = config.hotswap.mode
+        self.priority_classes: list[k8s.scheduling.v1.PriorityClass] = []
+        self.workload_priority_classes: list[KubernetesObject] = []
+        tiers = sorted(config.priorities, key=lambda t: -t.value)
+        for tier in tiers:
+            # Fixed names are referenced by pods and JobSets; a replacement must delete the old one first.
+            fixed = pulumi.ResourceOptions(parent=self, depends_on=outer, delete_before_replace=True)
+            pc = priority_class(tier, mode)
+            self.priority_classes.append(
+                k8s.scheduling.v1.PriorityClass(
+                    f"{name}-pc-{tier.name}",
+                    metadata=pc["metadata"],
+                    value=pc["value"],
+                    global_default=pc["globalDefault"],
+                    preemption_policy=pc["preemptionPolicy"],
+                    description=pc["description"],
+                    opts=fixed,
+                )
+            )
+            # `opts.depends_on` carries the Kueue install, whose chart brings the WorkloadPriorityClass CRD.
+            self.workload_priority_classes.append(
+                KubernetesObject(f"{name}-wpc-{tier.name}", workload_priority_class(tier), fixed)
+            )
+        self.tier_names = pulumi.Output.from_input([t.name for t in tiers])
+        self.register_outputs({"tier_names": self.tier_names})

@@ -1,0 +1,102 @@
+"""Pure builders for the Kueue objects of a stack (kueue.x-k8s.io/v1beta2), one function per kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import tpu_shapes
+from components.config.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
+from components.config.resolved import Flavor
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gke-tpu-priority"}
+TPU_TOLERATION = {"key": tpu_shapes.TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# TPU containers need no privileged mode on GKE >= 1.28, so team namespaces can enforce the baseline standard.
+TEAM_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+
+
+def resource_flavor(flavor: Flavor) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": flavor.name, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "nodeLabels": dict(flavor.node_labels),
+            # Kueue adds these to admitted pods, so a JobSet needs no TPU toleration of its own to land here.
+            "tolerations": [dict(TPU_TOLERATION)],
+        },
+    }
+
+
+def cohort(spec: CohortSpec) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if spec.parent:
+        body["parentName"] = spec.parent
+    if spec.fair_sharing_weight:
+        body["fairSharing"] = {"weight": spec.fair_sharing_weight}
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Cohort",
+        "metadata": {"name": spec.name, "labels": dict(MANAGED_BY)},
+        "spec": body,
+    }
+
+
+def namespace_selector(spec: ClusterQueueSpec) -> dict[str, Any]:
+    if spec.namespace_selector is not None:
+        return dict(spec.namespace_selector)
+    return {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(spec.namespaces)}]}
+
+
+def _quota(quota: Any) -> dict[str, Any]:
+    resource: dict[str, Any] = {"name": tpu_shapes.TPU_RESOURCE, "nominalQuota": quota.chips}
+    if quota.borrowing_limit is not None:
+        resource["borrowingLimit"] = quota.borrowing_limit
+    if quota.lending_limit is not None:
+        resource["lendingLimit"] = quota.lending_limit
+    return {"name": quota.flavor, "resources": [resource]}
+
+
+def cluster_queue(spec: ClusterQueueSpec) -> dict[str, Any]:
+    preemption: dict[str, Any] = {
+        "withinClusterQueue": spec.preemption.within_cluster_queue.value,
+        "reclaimWithinCohort": spec.preemption.reclaim_within_cohort.value,
+    }
+    borrow = spec.preemption.borrow_within_cohort
+    if borrow is not None:
+        preemption["borrowWithinCohort"] = {"policy": borrow.policy.value}
+        if borrow.max_priority_threshold is not None:
+            preemption["borrowWithinCohort"]["maxPriorityThreshold"] = borrow.max_priority_threshold
+    body: dict[str, Any] = {
+        "namespaceSelector": namespace_selector(spec),
+        "queueingStrategy": spec.queueing_strategy.value,
+        # Quotas are in chips; CPU and memory are excluded from Kueue's accounting (kueue.excludeResourcePrefixes).
+        "resourceGroups": [
+            {"coveredResources": [tpu_shapes.TPU_RESOURCE], "flavors": [_quota(q) for q in spec.quotas]}
+        ],
+        "preemption": preemption,
+    }
+    if spec.cohort:
+        body["cohortName"] = spec.cohort
+    if spec.fair_sharing_weight:
+        body["fairSharing"] = {"weight": spec.fair_sharing_weight}
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": spec.name, "labels": dict(MANAGED_BY)},
+        "spec": body,
+    }
+
+
+def local_queue(spec: LocalQueueSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(MANAGED_BY)},
+        "spec": {"clusterQueue": spec.cluster_queue},
+    }

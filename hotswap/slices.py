@@ -84,6 +84,20 @@ def expected_host_count(topology: str, per_host: int | None) -> int | None:
     return max(1, -(-chips // per))
 
 
+def slice_key(node: Node) -> str | None:
+    """The slice a TPU node belongs to: its node pool for a multi-host slice, `<pool>/<node>` for single-host.
+
+    A GKE pool of single-host shapes (v6e 1x1, 2x2, 2x4 on ct6e-standard-8t) holds one independent slice per
+    VM, so one bad VM must not take its pool-mates down with it.
+    """
+    if not (node.node_pool and node.accelerator and node.topology):
+        return None
+    per_host = chips_per_host(node.machine_type, (node.tpu_chips,))
+    if expected_host_count(node.topology, per_host) == 1:
+        return f"{node.node_pool}/{node.name}"
+    return node.node_pool
+
+
 def _node_problem_since(node: Node, tolerated: frozenset[str]) -> tuple[bool, datetime | None]:
     """(is bad, since when); since None means 'unknown', which counts as already past grace."""
     reasons: list[datetime | None] = []
@@ -169,11 +183,12 @@ def classify_slices(
     stabilization: timedelta,
     tolerated_taints: Iterable[str] = (),
 ) -> dict[str, Slice]:
-    """Every TPU node pool in the snapshot, keyed by pool name."""
+    """Every TPU slice in the snapshot, keyed by `slice_key` (the pool name for multi-host slices)."""
     by_pool: dict[str, list[Node]] = defaultdict(list)
     for node in nodes:
-        if node.node_pool and node.accelerator and node.topology:
-            by_pool[node.node_pool].append(node)
+        key = slice_key(node)
+        if key is not None:
+            by_pool[key].append(node)
     tolerated = frozenset(tolerated_taints)
     return {
         pool: classify_slice(pool, members, now, grace, stabilization, tolerated)

@@ -31,7 +31,7 @@ from hotswap.model import (
     find_condition,
 )
 from hotswap.planner.actions import ObjectRef
-from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_slices
+from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_slices, slice_key
 
 DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
@@ -178,7 +178,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         config.tolerated_taint_keys,
     )
     nodes = {n.name: n for n in snapshot.nodes}
-    node_pool_of = {n.name: n.node_pool for n in snapshot.nodes if n.node_pool}
+    # Maps a node to its slice (`slice_key`): the pool for multi-host slices, pool/node for single-host ones.
+    node_pool_of = {n.name: key for n in snapshot.nodes if (key := slice_key(n) or n.node_pool)}
     queues = {q.name: q for q in snapshot.cluster_queues}
 
     workload_by_owner: dict[str, Workload] = {}

@@ -99,7 +99,7 @@ def conditions_from(value: Any) -> tuple[Condition, ...]:
     result = []
     for item in _list(value):
         item = _dict(item)
-        kind, status = _str(item.get("type")), item.get("status")
+        kind, status = _str(item.get("type")), _str(item.get("status"))
         if kind is None or status not in ("True", "False", "Unknown"):
             continue
         result.append(
@@ -128,7 +128,7 @@ def node_from(obj: JsonObj) -> Node | None:
     taints = []
     for taint in _list(spec.get("taints")):
         taint = _dict(taint)
-        key, effect = _str(taint.get("key")), taint.get("effect")
+        key, effect = _str(taint.get("key")), _str(taint.get("effect"))
         if key is None or effect not in {e.value for e in TaintEffect}:
             continue
         taints.append(
@@ -172,7 +172,7 @@ def pod_from(obj: JsonObj, node_pools: Mapping[str, str] | None = None) -> Pod |
         return None
     spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
     node_name = _str(spec.get("nodeName"))
-    phase = status.get("phase")
+    phase = _str(status.get("phase"))
     disruption = _disruption(status)
     return Pod(
         namespace=namespace,

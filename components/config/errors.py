@@ -15,11 +15,11 @@ _VALUE_ERROR_PREFIX = "Value error, "
 class ConfigError(Exception):
     """Stack configuration is invalid; `problems` lists every problem found, each with its config path."""
 
-    def __init__(self, root: str, problems: Sequence[str]) -> None:
+    def __init__(self, root: str, problems: Sequence[str], what: str = "stack configuration") -> None:
         self.root = root
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"invalid stack configuration {root!r} ({len(self.problems)} problem(s)):\n{lines}")
+        super().__init__(f"invalid {what} {root!r} ({len(self.problems)} problem(s)):\n{lines}")
 
 
 def _path(root: str, loc: Sequence[int | str]) -> str:
@@ -37,7 +37,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def format_validation_error(root: str, err: ValidationError) -> ConfigError:
+def format_validation_error(root: str, err: ValidationError, what: str = "stack configuration") -> ConfigError:
     problems: list[str] = []
     for item in err.errors(include_url=False):
         loc = [p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
@@ -58,4 +58,4 @@ def format_validation_error(root: str, err: ValidationError) -> ConfigError:
             problems.append(f"{path}: required setting is missing")
         else:
             problems.append(f"{path}: {msg} (got {_show(item.get('input'))})")
-    return ConfigError(root, problems)
+    return ConfigError(root, problems, what)

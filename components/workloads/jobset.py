@@ -1,0 +1,150 @@
+"""A correct TPU v6e JobSet for a slice shape: exclusive slices, Kueue queue and priority, infra-tolerant restarts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from components import tpu_shapes
+from components.config.base import ConfigModel, problems_error
+from components.config.priorities import NAME_PATTERN
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+HOTSWAP_DOMAIN = "hotswap.gke-tpu-priority.io"
+FAST_FAIL_ANNOTATION = f"{HOTSWAP_DOMAIN}/fast-fail"
+PROTECT_ANNOTATION = f"{HOTSWAP_DOMAIN}/protect"
+INFRA_RULE = "restart-on-infrastructure-disruption"
+
+
+class TpuJobSetSpec(ConfigModel):
+    name: str = Field(pattern=NAME_PATTERN, max_length=40, description="JobSet name.")
+    namespace: str = Field(pattern=NAME_PATTERN, max_length=63, description="Namespace (holds the LocalQueue).")
+    queue: str = Field(pattern=NAME_PATTERN, description="LocalQueue to submit to (`kueue.x-k8s.io/queue-name`).")
+    priority: str = Field(pattern=NAME_PATTERN, description="Priority tier: PriorityClass and WorkloadPriorityClass.")
+    topology: str = Field(description=f"v6e slice topology: {', '.join(tpu_shapes.TOPOLOGIES)}.")
+    machine_type: str | None = Field(default=None, description="Machine type; required for 2x4.")
+    slices: int = Field(default=1, ge=1, le=256, description="Slices (one child Job per slice).")
+    image: str = Field(min_length=1, description="Container image of the training program.")
+    command: list[str] = Field(default_factory=list, description="Container command.")
+    args: list[str] = Field(default_factory=list, description="Container arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables.")
+    max_restarts: int = Field(
+        default=3, ge=1, le=100, description="JobSet restarts for application failures (infra ones don't count)."
+    )
+    termination_grace_seconds: int = Field(
+        default=30, ge=0, le=3600, description="Pod termination grace; bounds how fast a held victim frees slices."
+    )
+    fast_fail: bool = Field(
+        default=False,
+        description="Opt in to the reconciler failing this JobSet's pods stuck on unreachable nodes at once.",
+    )
+    protect: bool = Field(default=False, description="Never choose this JobSet as a hotswap victim.")
+
+    @model_validator(mode="after")
+    def _shape(self) -> TpuJobSetSpec:
+        try:
+            tpu_shapes.resolve_shape(self.topology, self.machine_type)
+        except ValueError as exc:
+            raise problems_error([f".topology: {exc}"]) from None
+        return self
+
+    @property
+    def shape(self) -> tpu_shapes.SliceShape:
+        return tpu_shapes.resolve_shape(self.topology, self.machine_type)
+
+
+def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
+    """The JobSet object (jobset.x-k8s.io/v1alpha2) for `spec`."""
+    shape = spec.shape
+    node_selector = {
+        tpu_shapes.ACCELERATOR_LABEL: tpu_shapes.ACCELERATOR,
+        tpu_shapes.TOPOLOGY_LABEL: shape.topology,
+    }
+    if len(tpu_shapes.shapes_for(shape.topology)) > 1:
+        node_selector["node.kubernetes.io/instance-type"] = shape.machine_type
+    container: dict[str, Any] = {
+        "name": "worker",
+        "image": spec.image,
+        "resources": {
+            "requests": {tpu_shapes.TPU_RESOURCE: str(shape.chips_per_vm)},
+            "limits": {tpu_shapes.TPU_RESOURCE: str(shape.chips_per_vm)},
+        },
+        "ports": [{"containerPort": 8471, "name": "tpu-ici"}, {"containerPort": 8080, "name": "mxla"}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    if spec.env:
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    annotations = {EXCLUSIVE_TOPOLOGY: tpu_shapes.NODEPOOL_LABEL}
+    if spec.fast_fail:
+        annotations[FAST_FAIL_ANNOTATION] = "true"
+    if spec.protect:
+        annotations[PROTECT_ANNOTATION] = "true"
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": {QUEUE_LABEL: spec.queue, PRIORITY_LABEL: spec.priority},
+            # One slice per child Job, and no two JobSets' Jobs on one node pool (priority-scoped since v0.7).
+            "annotations": annotations,
+        },
+        "spec": {
+            "failurePolicy": {
+                "maxRestarts": spec.max_restarts,
+                # Wait for every old pod to go before recreating, so a slice is never shared by two attempts.
+                "restartStrategy": "BlockingRecreate",
+                "rules": [
+                    {
+                        # Jobs failed by the pod failure policy below lost their node, not their program:
+                        # restart without burning the application's restart budget.
+                        "name": INFRA_RULE,
+                        "action": "RestartJobSetAndIgnoreMaxRestarts",
+                        "onJobFailureReasons": ["PodFailurePolicy"],
+                    }
+                ],
+            },
+            "replicatedJobs": [
+                {
+                    "name": "slice",
+                    "replicas": spec.slices,
+                    "template": {
+                        "spec": {
+                            "parallelism": shape.vms,
+                            "completions": shape.vms,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "podFailurePolicy": {
+                                "rules": [
+                                    {
+                                        "action": "FailJob",
+                                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                                    }
+                                ]
+                            },
+                            "template": {
+                                "spec": {
+                                    "priorityClassName": spec.priority,
+                                    "restartPolicy": "Never",
+                                    "terminationGracePeriodSeconds": spec.termination_grace_seconds,
+                                    "nodeSelector": node_selector,
+                                    "tolerations": [
+                                        {"key": tpu_shapes.TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+                                    ],
+                                    "containers": [container],
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }

@@ -1,0 +1,152 @@
+"""The TPU JobSet template: correct for every v6e shape, accepted by the JobSet v0.12.0 CRD, policy-clean."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from components import tpu_shapes
+from components.workloads import TpuJobSetSpec, tpu_jobset
+from components.workloads.__main__ import main as render_main
+from policies.rules import evaluate_resources
+from tests.support.crd_validation import assert_valid
+
+
+def spec(**overrides: Any) -> TpuJobSetSpec:
+    raw: dict[str, Any] = {
+        "name": "train",
+        "namespace": "team-a",
+        "queue": "training",
+        "priority": "training-high",
+        "topology": "4x4",
+        "slices": 2,
+        "image": "us-docker.pkg.dev/p/r/train:1",
+        "command": ["python", "train.py"],
+    }
+    raw.update(overrides)
+    return TpuJobSetSpec.model_validate(raw)
+
+
+@pytest.mark.parametrize("shape", tpu_shapes.SHAPES, ids=lambda s: s.key)
+def test_every_shape_gives_a_valid_jobset_with_matching_pod_counts(shape: tpu_shapes.SliceShape) -> None:
+    obj = tpu_jobset(spec(topology=shape.topology, machineType=shape.machine_type, slices=3))
+    assert_valid(obj)  # JobSet v0.12.0 CRD: schema, CEL rules, nothing pruned
+    (rjob,) = obj["spec"]["replicatedJobs"]
+    job = rjob["template"]["spec"]
+    assert rjob["replicas"] == 3
+    assert job["parallelism"] == job["completions"] == shape.vms
+    container = job["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["google.com/tpu"] == str(shape.chips_per_vm)
+    selector = job["template"]["spec"]["nodeSelector"]
+    assert selector["cloud.google.com/gke-tpu-accelerator"] == "tpu-v6e-slice"
+    assert selector["cloud.google.com/gke-tpu-topology"] == shape.topology
+    if shape.topology == "2x4":
+        assert selector["node.kubernetes.io/instance-type"] == shape.machine_type
+
+
+def test_queue_priority_and_exclusive_placement() -> None:
+    obj = tpu_jobset(spec())
+    meta = obj["metadata"]
+    assert meta["labels"] == {"kueue.x-k8s.io/queue-name": "training", "kueue.x-k8s.io/priority-class": "training-high"}
+    assert meta["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
+    pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == meta["labels"]["kueue.x-k8s.io/priority-class"]
+    assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["restartPolicy"] == "Never"
+
+
+def test_infrastructure_disruptions_do_not_burn_the_restart_budget() -> None:
+    obj = tpu_jobset(spec(maxRestarts=5))
+    policy = obj["spec"]["failurePolicy"]
+    assert policy["maxRestarts"] == 5 and policy["restartStrategy"] == "BlockingRecreate"
+    assert policy["rules"] == [
+        {
+            "name": "restart-on-infrastructure-disruption",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+        }
+    ]
+    job = obj["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert job["podFailurePolicy"]["rules"][0] == {
+        "action": "FailJob",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
+    assert job["backoffLimit"] == 0
+
+
+def test_hotswap_opt_ins_are_annotations() -> None:
+    annotations = tpu_jobset(spec(fastFail=True, protect=True))["metadata"]["annotations"]
+    assert annotations["hotswap.gke-tpu-priority.io/fast-fail"] == "true"
+    assert annotations["hotswap.gke-tpu-priority.io/protect"] == "true"
+    assert "hotswap.gke-tpu-priority.io/fast-fail" not in tpu_jobset(spec())["metadata"]["annotations"]
+
+
+def test_bad_workload_input_names_the_field() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="needs an explicit machineType"):
+        spec(topology="2x4")
+    with pytest.raises(ValidationError, match="slices"):
+        spec(slices=0)
+
+
+def test_policy_pack_accepts_the_template() -> None:
+    obj = tpu_jobset(spec())
+    resource = {
+        "urn": "urn:pulumi:s::p::kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::train",
+        "type": "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet",
+        "name": "train",
+        "parent": None,
+        "inputs": obj,
+    }
+    assert [v for v in evaluate_resources([resource]) if "jobset" in v.policy] == []
+    del obj["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"]
+    assert any("jobset" in v.policy for v in evaluate_resources([resource]))  # the policy did look
+
+
+def test_cli_renders_yaml(capsys: pytest.CaptureFixture[str]) -> None:
+    code = render_main(
+        [
+            "--name",
+            "t",
+            "--namespace",
+            "ns",
+            "--queue",
+            "q",
+            "--priority",
+            "training-low",
+            "--topology",
+            "2x4",
+            "--machine-type",
+            "ct6e-standard-8t",
+            "--image",
+            "img",
+            "--",
+            "run",
+        ]
+    )
+    assert code == 0
+    obj = yaml.safe_load(capsys.readouterr().out)
+    assert obj["kind"] == "JobSet" and obj["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 1
+    assert (
+        render_main(
+            [
+                "--name",
+                "t",
+                "--namespace",
+                "ns",
+                "--queue",
+                "q",
+                "--priority",
+                "p",
+                "--topology",
+                "9x9",
+                "--image",
+                "img",
+            ]
+        )
+        == 2
+    )
+    assert "jobset.topology" in capsys.readouterr().err

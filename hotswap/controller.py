@@ -310,7 +310,11 @@ class Controller:
         for decision in plan.events:
             if decision.reason is EventReason.PLANNED and decision.op_id:
                 involved = decision.involved
-                self.recovery.note(decision.op_id, disruption_time(snapshot, involved.namespace, involved.name))
+                failure = disruption_time(snapshot, involved.namespace, involved.name)
+                if failure is not None and decision.op_id not in self.recovery.failure_times:
+                    lag = (plan.now - failure).total_seconds()
+                    self.metrics.detection_to_plan.observe(max(0.0, lag))
+                self.recovery.note(decision.op_id, failure)
 
     def _account(self, plan: Plan, outcomes: list[Outcome], snapshot: ClusterSnapshot, now: datetime) -> None:
         if self.dry_run:
@@ -332,6 +336,8 @@ class Controller:
                 done = any(d.reason is EventReason.DONE and d.op_id == action.op_id for d in plan.events)
                 if done and record is not None:
                     self.metrics.slices_freed.inc(len(record.slices))
+                    if record.since is not None:
+                        self.metrics.plan_to_done.observe(max(0.0, (now - record.since).total_seconds()))
         for decision in plan.events:
             if decision.op_id in failed_ops:
                 continue

@@ -28,6 +28,18 @@ class Metrics:
             buckets=_RECOVERY_BUCKETS,
             registry=r,
         )
+        self.detection_to_plan = Histogram(
+            "hotswap_detection_to_plan_seconds",
+            "Time from the first sign of disruption of a preemptor to its operation being planned.",
+            buckets=_RECOVERY_BUCKETS,
+            registry=r,
+        )
+        self.plan_to_done = Histogram(
+            "hotswap_plan_to_done_seconds",
+            "Time from an operation being planned to the preemptor being ready on healthy slices.",
+            buckets=_RECOVERY_BUCKETS,
+            registry=r,
+        )
         self.hold_duration = Histogram(
             "hotswap_victim_hold_seconds",
             "How long a victim stayed held before release.",

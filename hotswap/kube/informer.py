@@ -33,6 +33,8 @@ Listener = Callable[[str, JsonObj], None]
 log = logging.getLogger(__name__)
 
 LIST_TIMEOUT = 60.0
+# How often to look again for an optional kind the server does not serve.
+ABSENT_RETRY = 300.0
 PAGE_SIZE = 500
 
 
@@ -134,6 +136,11 @@ class Informer:
                 self._count_restart("error")
                 if isinstance(exc, ApiException) and exc.status == 410:
                     need_list = True
+                if isinstance(exc, ApiException) and exc.status == 404 and self.kind.optional:
+                    self._absent()
+                    need_list = True
+                    await asyncio.sleep(ABSENT_RETRY)
+                    continue
                 delay = self._backoff.next_delay()
                 log.warning(
                     "watch failed, retrying",
@@ -261,6 +268,18 @@ class Informer:
         self._changed()
 
     # ---- plumbing ----------------------------------------------------------------------------------
+
+    def _absent(self) -> None:
+        """An optional kind is not served: an empty, synced cache (nothing of that kind exists)."""
+        log.info("optional resource not served; treating it as empty", extra={"resource": self.name})
+        for obj in self.cache.values():
+            self._notify("DELETED", obj)
+        self.cache = {}
+        self.resource_version = None
+        self.synced = True
+        self._synced_event.set()
+        self._set_healthy(True)
+        self._changed()
 
     def _notify(self, kind: str, obj: JsonObj) -> None:
         for listener in self.listeners:

@@ -22,6 +22,8 @@ class ResourceKind:
     plural: str
     namespaced: bool
     label_selector: str | None = None
+    optional: bool = False
+    """The kind may not be served (an older Kueue without TAS): 404 means "none", not "not synced"."""
 
     @property
     def api_version(self) -> str:
@@ -37,8 +39,10 @@ CLUSTER_QUEUES = ResourceKind("clusterqueues", "kueue.x-k8s.io", "v1beta2", "clu
 
 # Small cluster-scoped kinds that resolve JobSet priority and Kueue TAS flavors.
 PRIORITY_CLASSES = ResourceKind("priorityclasses", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
-RESOURCE_FLAVORS = ResourceKind("resourceflavors", "kueue.x-k8s.io", "v1beta2", "resourceflavors", namespaced=False)
-TOPOLOGIES = ResourceKind("topologies", "kueue.x-k8s.io", "v1beta2", "topologies", namespaced=False)
+RESOURCE_FLAVORS = ResourceKind(
+    "resourceflavors", "kueue.x-k8s.io", "v1beta2", "resourceflavors", namespaced=False, optional=True
+)
+TOPOLOGIES = ResourceKind("topologies", "kueue.x-k8s.io", "v1beta2", "topologies", namespaced=False, optional=True)
 
 WATCHED: tuple[ResourceKind, ...] = (
     NODES,

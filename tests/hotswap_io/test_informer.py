@@ -6,16 +6,18 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
+from fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
 
 from hotswap.kube.backoff import Backoff
+from hotswap.kube.client import new_api_client
 from hotswap.kube.informer import Informer
-from hotswap.kube.resources import NODES, PODS, WORKLOADS
+from hotswap.kube.resources import NODES, PODS, TOPOLOGIES, WORKLOADS
 from hotswap.metrics import Metrics
 
-from .conftest import ClientFactory
+from .conftest import ClientFactory, write_kubeconfig
 from .helpers import eventually, node, pod
 
 pytestmark = pytest.mark.timeout(20)
@@ -171,3 +173,15 @@ async def test_malformed_objects_are_ignored(api: FakeApiServer, make_client: Cl
         api.delete("nodes", "weird")
         await eventually(lambda: "weird" not in informer.cache)
     assert seen == [("ADDED", "n1"), ("ADDED", "weird"), ("DELETED", "weird")]
+
+
+async def test_optional_kind_not_served_counts_as_synced_and_empty(tmp_path: Path) -> None:
+    without_tas = tuple(r for r in DEFAULT_RESOURCES if r.plural != "topologies")
+    async with FakeApiServer(resources=without_tas) as server:
+        factory_client = await new_api_client(str(write_kubeconfig(tmp_path / "kc", server.url, "a")))
+        try:
+            informer = Informer(factory_client, TOPOLOGIES, backoff=fast_backoff())
+            async with running(informer):
+                assert informer.synced and informer.healthy and informer.cache == {}
+        finally:
+            await factory_client.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -19,7 +20,7 @@ from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder, summarise
 from hotswap.sim.params import HOUR, FailureKind, JobClass, Scenario
 from hotswap.sim.policies.base import Policy
-from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
+from hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Simulator:
         self.chips_per_slice = fleet.hosts_per_slice * fleet.chips_per_host
         self.quota_chips = fleet.slices * self.chips_per_slice
         self.jobs: list[Job] = []
-        self.live: set[Job] = set()  # not finished / failed
+        self.live: dict[Job, None] = {}  # not finished / failed; insertion-ordered for determinism
         self.rec = Recorder(high_threshold=scenario.high_threshold)
         self._uid = 0
         self._class_counter: dict[str, int] = {}
@@ -64,6 +65,8 @@ class Simulator:
         self._victim_attempt: dict[Job, int] = {}
         self._victim_admitted_since: dict[Job, float] = {}
         self._ended = False
+        self.departures: deque[Departure] = deque()
+        self.track_departures = False  # the reconciler policy turns this on
 
     # ------------------------------------------------------------------ setup and run
     def run(self, on_progress: Callable[[float], None] | None = None) -> RunResult:
@@ -99,10 +102,14 @@ class Simulator:
         work = self._class_rng[cls.name].expovariate(1.0 / (cls.mean_duration_h * HOUR))
         job = Job(id=len(self.jobs), name=f"{cls.name}-{k:05d}", cls=cls, work_s=work, created=self.now)
         self.jobs.append(job)
-        self.live.add(job)
+        self.live[job] = None
         return job
 
     # ------------------------------------------------------------------ coalesced control loops
+    def kick(self) -> None:
+        """Ask for a control pass (Kueue, kube-scheduler, policy) at the current instant."""
+        self._kick()
+
     def _kick(self) -> None:
         """Run Kueue, kube-scheduler and the policy once at the current instant."""
         if not self._pass_pending:
@@ -208,6 +215,7 @@ class Simulator:
             return
         for pod in list(s.hosts):
             if pod is not None and pod.phase is not PodPhase.TERMINATING:
+                pod.disruption, pod.disruption_at = "DeletionByTaintManager", self.now
                 self._mark_terminating(pod)
                 if pod in pod.job.pods and pod.job.state is JobState.ADMITTED:
                     self._child_failed(pod.job)
@@ -366,7 +374,7 @@ class Simulator:
         for pod in list(job.pods):
             self._delete_pod(pod)
         job.pods = []
-        self.live.discard(job)
+        self.live.pop(job, None)
         self._submit(job.cls)
         self._kick()
 
@@ -400,6 +408,8 @@ class Simulator:
         if s is None or s.hosts[pod.host] is not pod:
             return
         s.hosts[pod.host] = None
+        if self.track_departures:
+            self.departures.append(Departure(pod, s, pod.host, self.now))
         job = pod.job
         current = pod in job.pods
         job.terminating.discard(pod)
@@ -417,6 +427,7 @@ class Simulator:
         d.preemptor.nominated = (d.slice, d.host)
         victim = d.victim
         self.rec.pod_preemptions += 1
+        victim.disruption, victim.disruption_at = "PreemptionByScheduler", self.now
         siblings = [p for p in d.slice.hosts if p is not None and p is not victim and p.job_key == victim.job_key]
         if siblings:
             self.rec.partial_preemptions += 1
@@ -578,6 +589,18 @@ class Simulator:
             lost_victims=self.lost_victims(),
             end_states=self.end_states(),
         )
+
+    # ------------------------------------------------------------------ hooks for the reconciler policy
+    def force_fail(self, pod: Pod) -> None:
+        """Fast-fail: mark the pod Failed and delete it with grace 0 (B.6.3)."""
+        if pod.slice is not None and pod.slice.hosts[pod.host] is pod:
+            pod.failed = True
+            self._pod_gone(pod)
+
+    def recent_departures(self, window_s: float) -> list[Departure]:
+        while self.departures and self.departures[0].at < self.now - window_s:
+            self.departures.popleft()
+        return list(self.departures)
 
     # ------------------------------------------------------------------ helpers for policies and tests
     def pods(self) -> Iterable[Pod]:

@@ -42,6 +42,8 @@ class Pod:
     running_at: float | None = None
     deleted_at: float | None = None
     failed: bool = False  # terminal Failed (container exit / force-deleted)
+    disruption: str | None = None  # DisruptionTarget reason, e.g. PreemptionByScheduler
+    disruption_at: float | None = None
 
     @property
     def job_key(self) -> tuple[int, int]:
@@ -55,6 +57,16 @@ class Pod:
     @property
     def priority(self) -> int:
         return self.job.priority
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A pod that left its node: the I/O layer remembers these for infra attribution (B.3 (a))."""
+
+    pod: Pod
+    slice: Slice
+    host: int
+    at: float
 
 
 @dataclass(eq=False)

@@ -1,0 +1,116 @@
+"""CLI: `python -m hotswap.sim [run] ...` for a custom fleet, `python -m hotswap.sim bench --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from hotswap.sim.bench import bench, table
+from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
+from hotswap.sim.runner import POLICIES, run_one
+from hotswap.sim.scenarios import DEFAULT_SEED
+
+
+def _job_class(text: str) -> JobClass:
+    """NAME:PRIORITY:SLICES:POPULATION:MEAN_HOURS, e.g. high:2000000:2:4:72."""
+    parts = text.split(":")
+    if len(parts) != 5:
+        raise argparse.ArgumentTypeError(f"--class {text!r}: expected NAME:PRIORITY:SLICES:POPULATION:MEAN_HOURS")
+    name, prio, slices, pop, hours = parts
+    try:
+        return JobClass(
+            name=name, priority=int(prio), slices=int(slices), population=int(pop), mean_duration_h=float(hours)
+        )
+    except (ValueError, ValidationError) as exc:
+        raise argparse.ArgumentTypeError(f"--class {text!r}: {exc}") from exc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hotswap.sim", description=__doc__)
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="simulate a custom fleet under one or all policies (default command)")
+    run.add_argument("--slices", type=int, default=32, help="TPU slices (node pools), default 32")
+    run.add_argument("--hosts-per-slice", type=int, default=4, help="hosts per slice (v6e 4x4 = 4)")
+    run.add_argument("--mtbf-h", type=float, default=3200.0, help="mean hours between failures per slice")
+    run.add_argument("--rate", type=float, default=1.0, help="failure-rate multiplier")
+    run.add_argument("--unreachable-fraction", type=float, default=0.0, help="share of unreachable-kubelet faults")
+    run.add_argument("--horizon-h", type=float, default=2000.0, help="simulated hours")
+    run.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    run.add_argument("--policy", choices=[*POLICIES, "all"], default="all")
+    run.add_argument(
+        "--class",
+        dest="classes",
+        action="append",
+        type=_job_class,
+        help="job class NAME:PRIORITY:SLICES:POPULATION:MEAN_HOURS (repeatable; default: S1 mix)",
+    )
+    run.add_argument("--json", action="store_true", help="print the JSON summaries instead of a table")
+    b = sub.add_parser("bench", help="standard scenarios + planner scaling -> hotswap.json, mttr.png")
+    b.add_argument("--out", type=Path, default=Path("build/bench"))
+    b.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    b.add_argument("--scale", type=float, default=1.0, help="multiply every scenario horizon")
+    b.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, cpus))")
+    b.add_argument("--passes", type=int, default=30, help="planner passes per scaling point")
+    args = parser.parse_args(argv if argv is not None else sys.argv[1:] or ["run", "--help"])
+
+    if args.command == "bench":
+        report = bench(args.out, seed=args.seed, scale=args.scale, workers=args.workers, passes=args.passes)
+        print(table(report))
+        print(f"\nwrote {args.out / 'hotswap.json'} and {args.out / 'mttr.png'}")
+        return 0
+    try:
+        scenario = Scenario(
+            name="custom",
+            seed=args.seed,
+            horizon_h=args.horizon_h,
+            fleet=Fleet(slices=args.slices, hosts_per_slice=args.hosts_per_slice),
+            failures=Failures(
+                slice_mtbf_h=args.mtbf_h, rate_multiplier=args.rate, unreachable_fraction=args.unreachable_fraction
+            ),
+            **({"classes": tuple(args.classes)} if args.classes else {}),
+        )
+    except ValidationError as exc:
+        parser.error(str(exc))
+    policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    summaries = {p: run_one(scenario, p).summary for p in policies}
+    if args.json:
+        for s in summaries.values():
+            s.pop("mttr_samples_s", None)
+        print(json.dumps(summaries, indent=2))
+    else:
+        report = {
+            "scenarios": {
+                "custom": {
+                    "seed": args.seed,
+                    "params": {"horizon_h": args.horizon_h},
+                    "policies": summaries,
+                    "ratios": _ratios(summaries),
+                }
+            },
+            "planner_scaling": [],
+        }
+        print(table(report))
+    return 0
+
+
+def _ratios(summaries: dict[str, dict[str, object]]) -> dict[str, float]:
+    from hotswap.sim.bench import _ratio
+
+    out: dict[str, float] = {}
+    for base in ("none", "scheduler"):
+        for q in ("p50", "p95", "p99"):
+            r = summaries.get("reconciler", {}).get("mttr_s", {})
+            o = summaries.get(base, {}).get("mttr_s", {})
+            out[f"reconciler/{base}_{q}"] = _ratio(
+                float(r.get(q, float("nan"))) if isinstance(r, dict) else float("nan"),
+                float(o.get(q, float("nan"))) if isinstance(o, dict) else float("nan"),
+            )
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

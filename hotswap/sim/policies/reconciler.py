@@ -1,0 +1,160 @@
+"""`reconciler`: our controller, driven by the real planner (`hotswap.planner.plan`).
+
+Each pass converts the simulated cluster into a `ClusterSnapshot`, calls the planner exactly as the controller
+does, and interprets its actions: HoldVictim -> annotations + `spec.active=false` (Kueue evicts, the JobSet is
+suspended, pods terminate with their grace period), ReleaseVictim -> `spec.active=true` (Kueue requeues),
+RecordOp/ClearOp -> preemptor annotations, FastFailPod -> force-delete. PriorityClasses use
+preemptionPolicy: Never, so kube-scheduler never preempts.
+
+Passes run on watch events (after `reconciler_reaction_s`), on the resync period and at the deadlines the
+controller requeues for (unhealthyGrace / recoveryStabilization expiry). While nothing is unhealthy,
+recovering, held or in flight a pass has nothing to do and is skipped (tested in tests/sim).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from hotswap.annotations import AnnotationKeys, parse_time
+from hotswap.config import HotswapConfig
+from hotswap.model import ClusterSnapshot, SliceShape
+from hotswap.planner import plan
+from hotswap.planner.actions import Action, ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
+from hotswap.sim.engine import Handle
+from hotswap.sim.snapshot import at, build_snapshot, pod_uid, workload_uid
+from hotswap.sim.state import Job, JobState
+
+if TYPE_CHECKING:
+    from hotswap.sim.simulator import Simulator
+
+
+class ReconcilerPolicy:
+    name = "reconciler"
+    scheduler_preemption = False
+
+    def __init__(self, config: HotswapConfig | None = None) -> None:
+        self.config = config or HotswapConfig()
+        self.max_hold_s = self.config.max_hold.total_seconds()
+        self._keys = AnnotationKeys(self.config.annotation_domain)
+        self._sim: Simulator | None = None
+        self._next: Handle | None = None
+        self.plans: list[Plan] = []  # kept only when `keep_plans` (tests)
+        self.keep_plans = False
+
+    @property
+    def sim(self) -> Simulator:
+        assert self._sim is not None, "attach() first"
+        return self._sim
+
+    def attach(self, sim: Simulator) -> None:
+        self._sim = sim
+        sim.track_departures = True
+
+    # ------------------------------------------------------------------ when to run
+    def on_change(self) -> None:
+        if self.busy():
+            self._request(self.sim.timing.reconciler_reaction_s)
+
+    def busy(self) -> bool:
+        """Anything the planner could act on: unhealthy/recovering slices, holds, open operations."""
+        sim = self.sim
+        horizon = (
+            self.config.unhealthy_grace + self.config.recovery_stabilization + self.config.attribution_window
+        ).total_seconds()
+        for s in sim.slices:
+            if not s.healthy or not s.node_ready or sim.now - s.node_transition <= horizon:
+                return True
+        keys = self._keys
+        settle = self.config.release_settle
+        for j in sim.live:
+            a = j.annotations
+            if j.state is JobState.HELD or keys.held_by in a or keys.op in a:
+                return True
+            released = parse_time(a.get(keys.released_at, ""))
+            if released is not None and at(sim.now) - released < settle:
+                return True
+        return False
+
+    def _request(self, delay: float) -> None:
+        due = self.sim.now + delay
+        if self._next is not None and self._next.active and self._next.time <= due:
+            return
+        if self._next is not None:
+            self._next.cancel()
+        self._next = self.sim.loop.at(due, self._pass)
+
+    def _deadlines(self) -> list[float]:
+        """Times at which slice classification changes without any watch event."""
+        sim, cfg = self.sim, self.config
+        grace = cfg.unhealthy_grace.total_seconds()
+        stable = cfg.recovery_stabilization.total_seconds()
+        out = []
+        for s in sim.slices:
+            for t in (s.node_transition + grace, s.node_transition + stable):
+                if t > sim.now:
+                    out.append(t + 0.001)
+        return out
+
+    # ------------------------------------------------------------------ one pass
+    def snapshot(self) -> ClusterSnapshot:
+        sim = self.sim
+        fleet = sim.scenario.fleet
+        shape = SliceShape(fleet.accelerator, fleet.topology, fleet.chips_per_host)
+        window = self.config.attribution_window.total_seconds()
+        departures = [(d.pod, d.slice, d.host, d.at) for d in sim.recent_departures(window)]
+        jobs = [j for j in sim.live if j.state in (JobState.QUEUED, JobState.ADMITTED, JobState.HELD)]
+        return build_snapshot(sim.slices, jobs, departures, shape, fleet.machine_type)
+
+    def _pass(self) -> None:
+        self._next = None
+        sim = self.sim
+        snap = self.snapshot()
+        started = time.perf_counter()
+        result = plan(snap, at(sim.now), self.config)
+        sim.rec.planner_ms.append((time.perf_counter() - started) * 1000.0)
+        sim.rec.planner_passes += 1
+        if self.keep_plans:
+            self.plans.append(result)
+        if result.actions:
+            actions = result.actions
+            sim.loop.after(sim.timing.api_write_s, lambda: self._apply(actions))
+        if self.busy() or result.actions:
+            self._request(sim.timing.reconciler_resync_s)
+            for t in self._deadlines():
+                if t - sim.now < sim.timing.reconciler_resync_s:
+                    self._request(t - sim.now)
+
+    def _apply(self, actions: tuple[Action, ...]) -> None:
+        sim = self.sim
+        jobs = {workload_uid(j): j for j in sim.live}
+        pods = {pod_uid(p): p for p in sim.pods()}
+        for action in actions:
+            if isinstance(action, FastFailPod):
+                pod = pods.get(action.pod.uid)
+                if pod is not None:
+                    sim.force_fail(pod)
+                continue
+            job = jobs.get(action.workload.uid)
+            if job is None:
+                continue  # the Workload vanished (finished): the API server would 404
+            if isinstance(action, HoldVictim):
+                job.annotations.update(action.set_annotations)
+                sim.deactivate(job)
+            elif isinstance(action, ReleaseVictim):
+                _remove(job, action.remove_annotations)
+                job.annotations.update(action.set_annotations)
+                sim.reactivate(job)
+            elif isinstance(action, RecordOp):
+                job.annotations.update(action.set_annotations)
+                job.rv += 1
+            elif isinstance(action, ClearOp):
+                _remove(job, action.remove_annotations)
+                job.rv += 1
+        sim.kick()
+
+
+def _remove(job: Job, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        job.annotations.pop(key, None)
+    job.rv += 1

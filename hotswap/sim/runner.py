@@ -1,0 +1,22 @@
+"""Run one scenario under the three policies (same seed, identical failure and job streams)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hotswap.sim.params import Scenario
+from hotswap.sim.policies.base import Policy
+from hotswap.sim.policies.none import NonePolicy
+from hotswap.sim.policies.reconciler import ReconcilerPolicy
+from hotswap.sim.policies.scheduler import SchedulerPolicy
+from hotswap.sim.simulator import RunResult, Simulator
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "none": NonePolicy,
+    "scheduler": SchedulerPolicy,
+    "reconciler": ReconcilerPolicy,
+}
+
+
+def run_one(scenario: Scenario, policy: str) -> RunResult:
+    return Simulator(scenario, POLICIES[policy]()).run()

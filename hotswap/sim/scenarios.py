@@ -1,0 +1,32 @@
+"""The standard benchmark scenarios (research anchor (d), S1-S3). Horizons are sized for `make bench`."""
+
+from __future__ import annotations
+
+from hotswap.sim.params import HOUR, MINUTE, Failures, RepairBand, Scenario
+
+DEFAULT_SEED = 20260901
+
+
+def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Scenario]:
+    """S1 at 1x and 3x, S2 storm, S3 long repairs. `scale` multiplies every horizon (tests use < 1)."""
+    long_repairs = (
+        RepairBand(weight=0.50, low_s=5.0, high_s=1 * MINUTE),
+        RepairBand(weight=0.30, low_s=10 * MINUTE, high_s=20 * MINUTE),
+        RepairBand(weight=0.20, low_s=1 * HOUR, high_s=4 * HOUR),
+    )
+    return [
+        Scenario(name="steady_1x", seed=seed, horizon_h=8760 * scale),
+        Scenario(name="steady_3x", seed=seed, horizon_h=4380 * scale, failures=Failures(rate_multiplier=3.0)),
+        Scenario(
+            name="storm_4_in_60s",
+            seed=seed,
+            horizon_h=2016 * scale,
+            failures=Failures(storm_slices=4, storm_window_s=60.0, storm_every_h=48.0),
+        ),
+        Scenario(
+            name="long_repairs",
+            seed=seed,
+            horizon_h=4380 * scale,
+            failures=Failures(rate_multiplier=3.0, repair_mixture=long_repairs),
+        ),
+    ]

@@ -1,0 +1,197 @@
+"""Convert simulator state into the reconciler's `ClusterSnapshot`, as the I/O layer would from the API.
+
+Names and uids are stable functions of simulator ids so the planner's actions map back to simulator objects.
+Finished JobSets are left out (as if garbage-collected by ttlSecondsAfterFinished).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hotswap.annotations import JOBSET_EXCLUSIVE_TOPOLOGY, NODEPOOL_LABEL
+from hotswap.config import HotswapConfig
+from hotswap.model import (
+    ClusterQueue,
+    ClusterSnapshot,
+    Condition,
+    ConditionStatus,
+    DepartedPod,
+    JobSet,
+    Node,
+    Pod,
+    PodPhase,
+    PriorityClassRef,
+    ReplicatedJob,
+    SliceShape,
+    Taint,
+    TaintEffect,
+    Workload,
+)
+from hotswap.sim.state import Job, JobState, Slice
+from hotswap.sim.state import Pod as SimPod
+from hotswap.sim.state import PodPhase as SimPhase
+from hotswap.slices import UNREACHABLE_TAINT
+
+SIM_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+NAMESPACE = "training"
+CLUSTER_QUEUE = "tpu-v6e"
+LOCAL_QUEUE = "tpu"
+REPLICATED_JOB = "workers"
+
+_TPU_TAINT = Taint("google.com/tpu", TaintEffect.NO_SCHEDULE, "present")
+
+
+def at(seconds: float) -> datetime:
+    """Simulated seconds -> the datetime the planner sees."""
+    return SIM_EPOCH + timedelta(seconds=seconds)
+
+
+def node_name(s: Slice, host: int) -> str:
+    return f"{s.pool}-{host}"
+
+
+def workload_uid(job: Job) -> str:
+    return f"wl-{job.id}"
+
+
+def jobset_uid(job: Job) -> str:
+    return f"js-{job.id}"
+
+
+def pod_uid(pod: SimPod) -> str:
+    return f"pod-{pod.uid}"
+
+
+def _nodes(s: Slice, shape: SliceShape, machine_type: str) -> list[Node]:
+    taints: tuple[Taint, ...]
+    if s.node_ready:
+        ready, taints = ConditionStatus.TRUE, (_TPU_TAINT,)
+    elif s.unreachable:
+        ready = ConditionStatus.UNKNOWN
+        taints = (
+            _TPU_TAINT,
+            Taint(UNREACHABLE_TAINT, TaintEffect.NO_EXECUTE, time_added=at(s.node_transition)),
+            Taint(UNREACHABLE_TAINT, TaintEffect.NO_SCHEDULE),
+        )
+    else:
+        ready, taints = ConditionStatus.FALSE, (_TPU_TAINT,)
+    return [
+        Node(
+            name=node_name(s, h),
+            node_pool=s.pool,
+            accelerator=shape.accelerator,
+            topology=shape.topology,
+            machine_type=machine_type,
+            tpu_chips=shape.chips_per_host,
+            ready=ready,
+            ready_transition_time=at(s.node_transition),
+            taints=taints,
+            creation_timestamp=SIM_EPOCH,
+        )
+        for h in range(len(s.hosts))
+    ]
+
+
+def _pod(pod: SimPod) -> Pod:
+    bound = pod.slice is not None and pod.slice.hosts[pod.host] is pod
+    phase = PodPhase.RUNNING if pod.phase in (SimPhase.RUNNING, SimPhase.TERMINATING) else PodPhase.PENDING
+    if pod.phase is SimPhase.TERMINATING and pod.running_at is None:
+        phase = PodPhase.PENDING
+    return Pod(
+        namespace=NAMESPACE,
+        name=pod.name,
+        uid=pod_uid(pod),
+        jobset_name=pod.job.name,
+        replicated_job_name=REPLICATED_JOB,
+        job_index=pod.child,
+        restart_attempt=pod.attempt,
+        node_name=node_name(pod.slice, pod.host) if bound and pod.slice is not None else None,
+        node_pool=pod.slice.pool if bound and pod.slice is not None else None,
+        phase=phase,
+        priority=pod.priority,
+        deletion_timestamp=at(pod.deleted_at) if pod.deleted_at is not None else None,
+        disruption_reason=pod.disruption,
+        disruption_time=at(pod.disruption_at) if pod.disruption_at is not None else None,
+    )
+
+
+def _jobset(job: Job, shape: SliceShape) -> JobSet:
+    return JobSet(
+        namespace=NAMESPACE,
+        name=job.name,
+        uid=jobset_uid(job),
+        replicated_jobs=(ReplicatedJob(REPLICATED_JOB, job.slices, shape),),
+        exclusive_topology=NODEPOOL_LABEL,
+        max_restarts=job.cls.max_restarts,
+        restarts=job.attempt,
+        restarts_count_towards_max=job.restarts_counted,
+        suspended=job.state is not JobState.ADMITTED,
+        pod_priority=job.priority,
+        creation_timestamp=at(job.created),
+        annotations={JOBSET_EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL},
+    )
+
+
+def _workload(job: Job) -> Workload:
+    admitted = job.quota_reserved
+    since = at(job.last_admitted_at if job.last_admitted_at is not None else job.created)
+    conditions = [
+        Condition("QuotaReserved", ConditionStatus.TRUE if admitted else ConditionStatus.FALSE, "", since),
+        Condition("Admitted", ConditionStatus.TRUE if admitted else ConditionStatus.FALSE, "", since),
+        Condition("PodsReady", ConditionStatus.TRUE if job.running else ConditionStatus.FALSE),
+    ]
+    if job.state is JobState.HELD:
+        conditions.append(Condition("Evicted", ConditionStatus.TRUE, "Deactivated"))
+    return Workload(
+        namespace=NAMESPACE,
+        name=f"jobset-{job.name}",
+        uid=workload_uid(job),
+        resource_version=str(job.rv),
+        owner_jobset_uid=jobset_uid(job),
+        owner_jobset_name=job.name,
+        active=job.active,
+        priority=job.priority,
+        priority_class_ref=PriorityClassRef("scheduling.k8s.io", "PriorityClass", job.cls.name),
+        cluster_queue=CLUSTER_QUEUE if admitted else None,
+        queue_name=LOCAL_QUEUE,
+        conditions=tuple(conditions),
+        annotations=dict(job.annotations),
+        creation_timestamp=at(job.created),
+    )
+
+
+def build_snapshot(
+    slices: list[Slice],
+    jobs: list[Job],
+    departures: list[tuple[SimPod, Slice, int, float]],
+    shape: SliceShape,
+    machine_type: str,
+) -> ClusterSnapshot:
+    """One consistent snapshot of the simulated cluster."""
+    nodes = [n for s in slices for n in _nodes(s, shape, machine_type)]
+    pods = [_pod(p) for job in jobs for p in job.all_pods() if p.slice is not None or p.phase is SimPhase.PENDING]
+    departed = [
+        DepartedPod(
+            namespace=NAMESPACE,
+            jobset_name=p.job.name,
+            restart_attempt=p.attempt,
+            node_name=node_name(s, host),
+            node_pool=s.pool,
+            gone_at=at(gone_at),
+            priority=p.priority,
+            disruption_reason=p.disruption,
+        )
+        for p, s, host, gone_at in departures
+    ]
+    return ClusterSnapshot(
+        nodes=tuple(nodes),
+        pods=tuple(pods),
+        jobsets=tuple(_jobset(j, shape) for j in jobs),
+        workloads=tuple(_workload(j) for j in jobs),
+        cluster_queues=(ClusterQueue(CLUSTER_QUEUE, cohort_name="tpu"),),
+        departed_pods=tuple(departed),
+    )
+
+
+def default_config() -> HotswapConfig:
+    return HotswapConfig()

@@ -21,6 +21,7 @@ from kubernetes_asyncio import client
 from hotswap.annotations import AnnotationKeys, OpRecord, parse_time
 from hotswap.config import HotswapConfig
 from hotswap.kube.actuator import Actuator, LeadershipLost, Outcome, Result
+from hotswap.kube.backoff import Backoff
 from hotswap.kube.events import EventRecorder
 from hotswap.kube.informer import Informer
 from hotswap.kube.leader import LeaderElector, LeaseSettings
@@ -101,6 +102,7 @@ class Controller:
         self._heartbeat = time.monotonic()
         self._passes = 0
         self._watch_tasks: list[asyncio.Task[None]] = []
+        self._retry_backoff = Backoff(base=1.0, cap=config.resync_period.total_seconds())
         self._previous_blocked: set[tuple[str, str]] = set()
         self.recovery = RecoveryTracker()
         self.builder = SnapshotBuilder(attribution_window=config.attribution_window, clock=clock)
@@ -268,8 +270,12 @@ class Controller:
             self._account(plan, outcomes, snapshot, now)
             if any(not o.ok and o.result is not Result.SKIPPED for o in outcomes):
                 result = "partial"
-                # Re-plan soon from what actually happened rather than waiting for the resync.
-                self._trigger.set()
+                # Re-plan from what actually happened before the resync, but back off so an API outage
+                # or a 403 does not turn into a tight retry loop.
+                delay = self._retry_backoff.next_delay()
+                asyncio.get_running_loop().call_later(delay, self._trigger.set)
+            else:
+                self._retry_backoff.reset()
             log.info(
                 "reconcile pass",
                 extra={

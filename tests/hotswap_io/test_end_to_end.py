@@ -192,3 +192,35 @@ async def test_victim_changed_by_someone_else_is_not_held(
         assert hold.result is Result.ABANDONED and hold.detail == "workload finished"
     finally:
         await controller.stop_watches()
+
+
+async def test_malformed_objects_are_ignored_and_the_pass_still_acts(
+    failed_cluster: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api = failed_cluster
+    api.put("nodes", {"metadata": {"name": "weird", "labels": "not-a-map"}, "spec": [], "status": {"conditions": 3}})
+    api.put(
+        WORKLOADS,
+        {"metadata": {"name": "odd", "namespace": NS, "annotations": ["x"]}, "spec": {"active": "maybe"}, "status": 1},
+    )
+    api.put(
+        "jobsets.jobset.x-k8s.io",
+        {"metadata": {"name": "odd", "namespace": NS}, "spec": {"replicatedJobs": [{"template": 5}]}, "status": []},
+    )
+    api.put(
+        "pods",
+        {
+            "metadata": {"name": "odd", "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": "odd"}},
+            "spec": {"nodeName": 7},
+            "status": {"phase": ["Running"], "conditions": "x"},
+        },
+    )
+    controller = await started(make_client, api)
+    try:
+        outcomes = await controller.reconcile_once()
+        assert Result.APPLIED in {o.result for o in outcomes}
+        low = api.get(WORKLOADS, LOW, NS)
+        assert low is not None and low["spec"]["active"] is False
+        assert controller.metrics.registry.get_sample_value("hotswap_reconciles_total", {"result": "ok"}) == 1
+    finally:
+        await controller.stop_watches()

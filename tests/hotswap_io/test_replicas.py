@@ -205,3 +205,20 @@ async def test_sigterm_stops_cleanly_and_hands_the_lease_over(
     assert lease is not None and lease["spec"]["holderIdentity"] in ("", None, "b")
     # Released rather than expired: the standby takes over well within one lease duration.
     await eventually(b.controller.is_leader, timeout=1.5)
+
+
+async def test_api_outage_during_actuation_backs_off_then_converges(
+    api: FakeApiServer, make_client: ClientFactory, replicas: list[Replica]
+) -> None:
+    failed_cluster(api)
+    outage = api.inject(Fault(verb="patch", resource=WORKLOADS, status=503, times=None))
+    a = await start(make_client, replicas, "a")
+    await eventually(lambda: len(api.requests_for("patch", WORKLOADS)) >= 1, timeout=10)
+    await asyncio.sleep(2.0)
+    attempts = len(api.requests_for("patch", WORKLOADS))
+    # Resync is 1 s and failed passes back off: a handful of attempts, not a tight loop.
+    assert 1 <= attempts <= 8
+    assert a.controller.metrics.registry.get_sample_value("hotswap_reconciles_total", {"result": "partial"})
+    api.faults.remove(outage)
+    await eventually(lambda: low_workload(api)["spec"]["active"] is False, timeout=10)  # type: ignore[index]
+    assert low_workload(api)["metadata"]["annotations"][KEYS.hold_count] == "1"  # type: ignore[index]

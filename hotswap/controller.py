@@ -144,7 +144,7 @@ class Controller:
             api,
             self.keys,
             limiter=TokenBucket(config.writes_per_second, config.write_burst),
-            recorder=EventRecorder(api, identity, self.metrics, dry_run=self.dry_run),
+            recorder=EventRecorder(api, identity, self.metrics, dry_run=self.dry_run, op_id_key=self.keys.op_id),
             metrics=self.metrics,
             is_leader=self.may_write,
             dry_run=self.dry_run,

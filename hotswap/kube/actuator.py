@@ -120,11 +120,11 @@ def _active(obj: JsonObj) -> bool:
     return not (isinstance(spec, dict) and spec.get("active") is False)
 
 
-def _finished(obj: JsonObj) -> bool:
+def _condition_true(obj: JsonObj, kind: str) -> bool:
     status = obj.get("status")
     conditions = status.get("conditions") if isinstance(status, dict) else None
     return any(
-        isinstance(c, dict) and c.get("type") == "Finished" and c.get("status") == "True"
+        isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True"
         for c in (conditions if isinstance(conditions, list) else [])
     )
 
@@ -148,8 +148,11 @@ class WorkloadChecks:
                 return _Abandon(f"already held by operation {annotations.get(self.keys.op_id)!r}")
             if not _active(current):
                 return _Abandon("already deactivated by someone else")
-            if _finished(current):
+            if _condition_true(current, "Finished"):
                 return _Abandon("workload finished")
+            if not _condition_true(current, "Admitted"):
+                # Holding a Workload Kueue already evicted frees nothing (I6).
+                return _Abandon("workload no longer admitted")
             return body
 
         return body, check
@@ -326,6 +329,8 @@ class Actuator:
                     if exc.status != 409:
                         raise
                     self._metrics.api_error(verb, 409)
+                    if attempt == self._max_attempts:
+                        break
                     current = await self._get_workload(ref)
                     verdict = check(current)
                     if not isinstance(verdict, dict):

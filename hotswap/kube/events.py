@@ -39,7 +39,9 @@ def object_reference(ref: ObjectRef) -> client.V1ObjectReference:
     )
 
 
-def build_event(decision: Decision, instance: str, now: datetime) -> client.EventsV1Event:
+def build_event(
+    decision: Decision, instance: str, now: datetime, op_id_key: str = "hotswap.gke-tpu-priority.io/op-id"
+) -> client.EventsV1Event:
     """The Event object for one decision (its own name so repeated decisions never collide)."""
     involved = decision.involved
     return client.EventsV1Event(
@@ -47,7 +49,7 @@ def build_event(decision: Decision, instance: str, now: datetime) -> client.Even
             name=f"{involved.name}.hotswap-{uuid.uuid4().hex[:12]}",
             namespace=involved.namespace or "default",
             labels={"app.kubernetes.io/managed-by": "hotswap-reconciler"},
-            annotations={"hotswap.gke-tpu-priority.io/op-id": decision.op_id} if decision.op_id else None,
+            annotations={op_id_key: decision.op_id} if decision.op_id else None,
         ),
         event_time=micro_time(now),
         action=decision.reason.value.removeprefix("Hotswap"),
@@ -63,8 +65,16 @@ def build_event(decision: Decision, instance: str, now: datetime) -> client.Even
 class EventRecorder:
     """Creates Events; failures are logged and counted, never raised."""
 
-    def __init__(self, api: client.ApiClient, instance: str, metrics: Metrics, dry_run: bool = False) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        instance: str,
+        metrics: Metrics,
+        dry_run: bool = False,
+        op_id_key: str = "hotswap.gke-tpu-priority.io/op-id",
+    ) -> None:
         self._events = client.EventsV1Api(api)
+        self._op_id_key = op_id_key
         self._instance = instance
         self._metrics = metrics
         self._dry_run = dry_run
@@ -79,7 +89,7 @@ class EventRecorder:
         if self._dry_run:
             log.info("dry-run: would emit event", extra=fields)
             return False
-        event = build_event(decision, self._instance, datetime.now(UTC))
+        event = build_event(decision, self._instance, datetime.now(UTC), self._op_id_key)
         try:
             await self._events.create_namespaced_event(
                 event.metadata.namespace, event, _request_timeout=REQUEST_TIMEOUT

@@ -300,3 +300,15 @@ async def test_fast_fail_is_refused_unless_enabled_or_pod_moved(api: FakeApiServ
     (outcome,) = await enabled.execute(plan_of(FastFailPod(ref(pod, "Pod"), "op-1", "other-node")))
     assert outcome.result is Result.ABANDONED
     assert api.writes("r") == []
+
+
+async def test_hold_of_a_workload_kueue_evicted_meanwhile_is_abandoned(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    low = seed_workload(api, "low")
+    # Kueue evicted it after the snapshot: the planner's resourceVersion is stale (a real 409, no injection).
+    api.patch(WORKLOADS, "low", {"status": {"conditions": [{"type": "Admitted", "status": "False"}]}}, NS)
+    actuator = make_actuator(await make_client("r"))
+    (outcome,) = await actuator.execute(plan_of(hold(low)))
+    assert (outcome.result, outcome.detail) == (Result.ABANDONED, "workload no longer admitted")
+    assert api.writes("r") == []

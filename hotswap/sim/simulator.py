@@ -507,10 +507,7 @@ class Simulator:
             if to is JobState.HELD and job.state is JobState.QUEUED:
                 job.state = JobState.HELD
             return
-        self._interrupt(job)
-        if job.incident_start is not None:
-            self.rec.incidents_aborted += 1
-            job.incident_start = None
+        self._interrupt(job)  # an open incident stays open: MTTR runs until the job runs again
         self._close_stale(job)
         job.state = to
         job.quota_reserved = False

@@ -11,6 +11,7 @@ from components.config import parse_platform_config
 from components.kueue import KueueJobSet, KueueJobSetArgs
 from components.priorities import PriorityTiers, PriorityTiersArgs
 from components.queues import TpuQueues, TpuQueuesArgs
+from components.reconciler import HotswapReconciler, HotswapReconcilerArgs
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuPlatform"
 
@@ -38,6 +39,11 @@ class TpuPlatform(pulumi.ComponentResource):
         after_kueue = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[self.kueue]))
         self.priorities = PriorityTiers(f"{name}-priorities", PriorityTiersArgs(platform=raw), after_kueue)
         self.queues = TpuQueues(f"{name}-queues", TpuQueuesArgs(platform=raw), after_kueue)
+        self.reconciler = (
+            HotswapReconciler(f"{name}-hotswap", HotswapReconcilerArgs(platform=raw), after_kueue)
+            if self.config.hotswap.enabled
+            else None
+        )
         self.register_outputs(
             {
                 "clusterName": self.cluster.cluster_name,

@@ -275,7 +275,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """
     result: dict[str, Any] = {}
     for key, raw in env.items():
-        if not key.startswith(ENV_PREFIX) or key == f"{ENV_PREFIX}CONFIG":
+        # HOTSWAP_CONFIG and HOTSWAP_LOG_LEVEL are read by the CLI, not configuration fields.
+        if not key.startswith(ENV_PREFIX) or key in (f"{ENV_PREFIX}CONFIG", f"{ENV_PREFIX}LOG_LEVEL"):
             continue
         path = [to_camel(part.lower()) for part in key[len(ENV_PREFIX) :].split("__")]
         target = result

@@ -55,7 +55,11 @@ def test_kueue_objects_use_v1beta2_and_depend_on_the_install(stack: str) -> None
 @pytest.mark.parametrize("stack", STACKS)
 def test_each_tier_has_a_priority_class_and_workload_priority_class_that_agree(stack: str) -> None:
     config = config_of(stack)
-    pcs = {o["metadata"]["name"]: o for o in of_kind(stack, "PriorityClass")}
+    pcs = {
+        o["metadata"]["name"]: o
+        for o in of_kind(stack, "PriorityClass")
+        if "gke-tpu-priority.io/priority-tier" in o["metadata"].get("labels", {})
+    }
     wpcs = {o["metadata"]["name"]: o for o in of_kind(stack, "WorkloadPriorityClass")}
     assert set(pcs) == set(wpcs) == {t.name for t in config.priorities}
     for tier in config.priorities:

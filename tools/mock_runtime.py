@@ -49,6 +49,10 @@ def _fake_outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]
         out["selfLink"] = f"https://www.googleapis.com/compute/v1/projects/{project}/{kind}/{inputs.get('name', name)}"
     elif typ == "gcp:artifactregistry/repository:Repository":
         out["name"] = inputs.get("repositoryId", name)
+    elif typ == "docker-build:index:Image":
+        # What a push reports: the first tag pinned by the pushed manifest's digest.
+        out["ref"] = f"{inputs['tags'][0]}@sha256:{'0' * 64}"
+        out["digest"] = f"sha256:{'0' * 64}"
     return out
 
 
@@ -65,10 +69,10 @@ class RecordingMocks(Mocks):
         resource_id = (outputs.pop("id", None) or f"{args.name}-id") if args.custom else None
         return resource_id, outputs
 
-    def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+    def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
-            return {"project": "mock-project", "accessToken": "mock-token"}, None
-        return {}, None
+            return {"project": "mock-project", "accessToken": "mock-token"}, []
+        return {}, []
 
 
 class RecordingMonitor(MockMonitor):
@@ -92,7 +96,7 @@ class RecordingMonitor(MockMonitor):
                         "parent": request.parent or None,
                         "custom": bool(request.custom),
                         "provider": request.provider or None,
-                        "dependencies": list(request.dependencies),
+                        "dependencies": sorted(request.dependencies),
                         "protect": bool(request.protect),
                         "ignore_changes": list(request.ignoreChanges),
                         "replace_on_changes": list(request.replaceOnChanges),

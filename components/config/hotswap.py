@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
 
-from components.config.base import ConfigModel
+from pydantic import Field, model_validator
+
+from components.config.base import ConfigModel, problems_error
 from components.config.priorities import HotswapMode
+
+# Keys the package derives from the rest of the stack; setting them in `settings` would contradict it.
+DERIVED_SETTINGS = ("mode", "leaderElection", "metricsPort", "healthPort", "dryRun", "annotationDomain")
+
+
+class HotswapResources(ConfigModel):
+    cpu: str = Field(default="250m", pattern=r"^[0-9]+(\.[0-9]+)?m?$", description="CPU request and limit.")
+    memory: str = Field(default="512Mi", pattern=r"^[0-9]+(Mi|Gi)$", description="Memory request and limit.")
 
 
 class HotswapSettings(ConfigModel):
@@ -15,3 +25,44 @@ class HotswapSettings(ConfigModel):
         "TPU priority classes use `preemptionPolicy: Never`; `scheduler-assisted`: kube-scheduler preempts pods "
         "(GKE's documented pattern) and the reconciler only completes whole-slice evictions through Kueue.",
     )
+    enabled: bool = Field(default=True, description="Deploy the reconciler.")
+    namespace: str = Field(
+        default="hotswap-system", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="Reconciler namespace."
+    )
+    image: str | None = Field(
+        default=None,
+        description="Reconciler image, ideally pinned by digest (`…@sha256:…`). Unset: the stack builds "
+        "`hotswap/Dockerfile` and pushes it to an Artifact Registry repository it creates.",
+    )
+    replicas: int = Field(default=2, ge=1, le=3, description="Replicas; one leads (Lease), the others stand by.")
+    dry_run: bool = Field(default=False, description="Log every decision but write nothing.")
+    resources: HotswapResources = Field(default_factory=HotswapResources, description="Container resources.")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Reconciler tuning in its own schema (camelCase), e.g. `unhealthyGrace: 20s`, `maxHold: 6h`, "
+        "`scope: Cohort`, `fastFail: {enabled: true}`; validated with the reconciler's own model.",
+    )
+
+    @model_validator(mode="after")
+    def _settings_are_valid(self) -> HotswapSettings:
+        from pydantic import ValidationError
+
+        from hotswap.config import HotswapConfig
+
+        problems = [
+            f".settings.{key}: set by the package from the stack (use hotswap.{key} or remove it)"
+            for key in DERIVED_SETTINGS
+            if key in self.settings and key not in ("mode",)
+        ]
+        if "mode" in self.settings:
+            problems.append(".settings.mode: use `hotswap.mode` (it also sets the PriorityClasses' preemption policy)")
+        if not problems:
+            try:
+                HotswapConfig.model_validate({**self.settings, "mode": self.mode.value})
+            except ValidationError as err:
+                for item in err.errors(include_url=False):
+                    path = ".".join(str(p) for p in item["loc"])
+                    problems.append(f".settings.{path}: {item['msg']} (got {item.get('input')!r})")
+        if problems:
+            raise problems_error(problems)
+        return self

@@ -30,7 +30,9 @@ class KubernetesObject(pulumi.CustomResource):
             raise ValueError(f"{kind} {resource_name!r}: set metadata.name; other objects refer to it by name")
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_provider_version()))
         props = {key: value for key, value in obj.items() if key != "status"}
-        super().__init__(f"kubernetes:{api_version}:{kind}", resource_name, props, opts)
+        # The provider names the core group `core/v1` in type tokens (`kubernetes:core/v1:ConfigMap`).
+        group_version = api_version if "/" in api_version else f"core/{api_version}"
+        super().__init__(f"kubernetes:{group_version}:{kind}", resource_name, props, opts)
 
 
 def namespace(

@@ -277,7 +277,8 @@ def default_crd_dirs() -> list[Path]:
     if configured:
         return [Path(p) for p in configured.split(os.pathsep) if p]
     repo_copy = Path(__file__).resolve().parents[2] / "crds"
-    base = repo_copy if repo_copy.is_dir() else _SHARED_CRDS
+    candidates = [repo_copy, _SHARED_CRDS, Path("/work/shared/crds")]
+    base = next((c for c in candidates if (c / "kueue").is_dir()), _SHARED_CRDS)
     return [base / "kueue", base / "jobset"]
 
 

@@ -1,0 +1,70 @@
+"""HotswapReconciler: deploys the bundled reconciler with least-privilege RBAC and restricted pod security."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, TypedDict
+
+import pulumi
+import yaml
+
+from components.config import parse_platform_config
+from components.kube.objects import KubernetesObject, inherited_depends_on
+from components.reconciler import objects
+from components.reconciler.image import build_image
+
+TYPE_TOKEN = "gke-tpu-priority:index:HotswapReconciler"
+
+
+class HotswapReconcilerArgs(TypedDict):
+    platform: dict[str, Any]
+    """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
+
+
+class HotswapReconciler(pulumi.ComponentResource):
+    """The hotswap reconciler. Pass the Kueue/JobSet install in `opts.depends_on` (it watches their objects)."""
+
+    namespace: pulumi.Output[str]
+    """Namespace the reconciler runs in."""
+    image: pulumi.Output[str]
+    """Image the Deployment runs."""
+
+    def __init__(self, name: str, args: HotswapReconcilerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, {}, opts)
+        config = parse_platform_config(args["platform"])
+        outer = inherited_depends_on(opts)
+        image: pulumi.Input[str] = config.hotswap.image or build_image(name, config, self)
+
+        def declare(suffix: str, obj: dict[str, Any], *deps: pulumi.Resource) -> KubernetesObject:
+            return KubernetesObject(
+                f"{name}-{suffix}", obj, pulumi.ResourceOptions(parent=self, depends_on=[*outer, *deps])
+            )
+
+        ns = declare("ns", objects.namespace(config))
+        sa = declare("sa", objects.service_account(config), ns)
+        role = declare("clusterrole", objects.cluster_role(config))
+        binding = declare("clusterrolebinding", objects.cluster_role_binding(config), role, sa)
+        lease_role = declare("lease-role", objects.lease_role(config), ns)
+        lease_binding = declare("lease-rolebinding", objects.lease_role_binding(config), lease_role, sa)
+        config_map_obj = objects.config_map(config)
+        config_map = declare("config", config_map_obj, ns)
+        priority = declare("priorityclass", objects.priority_class(config))
+        config_hash = hashlib.sha256(yaml.safe_dump(config_map_obj["data"]).encode()).hexdigest()[:16]
+        # A built image is always referenced by digest; a given one only if the stack pinned it.
+        pinned = config.hotswap.image is None or "@sha256:" in config.hotswap.image
+        self.deployment = declare(
+            "deployment",
+            objects.deployment(config, image, config_hash, pinned),
+            ns,
+            sa,
+            binding,
+            lease_binding,
+            config_map,
+            priority,
+        )
+        declare("pdb", objects.pod_disruption_budget(config), ns)
+        declare("metrics", objects.metrics_service(config), ns)
+        declare("networkpolicy", objects.network_policy(config), ns)
+        self.namespace = pulumi.Output.from_input(config.hotswap.namespace)
+        self.image = pulumi.Output.from_input(image)
+        self.register_outputs({"namespace": self.namespace, "image": self.image})

@@ -1,0 +1,291 @@
+"""Pure builders for the reconciler's Kubernetes objects: least privilege, restricted pod security."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from components.cluster.node_pools import SYSTEM_LABEL
+from components.config import PlatformConfig
+from hotswap.config import HotswapConfig
+
+APP = "hotswap-reconciler"
+LABELS = {"app.kubernetes.io/name": APP, "app.kubernetes.io/managed-by": "gke-tpu-priority"}
+SELECTOR = {"app.kubernetes.io/name": APP}
+METRICS_PORT = 8080
+HEALTH_PORT = 8081
+RUN_AS = 65532  # the image's non-root user
+CONFIG_PATH = "/etc/hotswap/config.yaml"
+# Above every TPU tier (a preempted preemptor helps nobody), within the range Kubernetes allows users.
+RECONCILER_PRIORITY_CLASS = "hotswap-reconciler"
+MAX_USER_PRIORITY = 1_000_000_000
+
+
+def meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
+    if namespace is not None:
+        out["namespace"] = namespace
+    out.update(extra)
+    return out
+
+
+def reconciler_config(config: PlatformConfig) -> dict[str, Any]:
+    """The reconciler's own configuration file, validated with its own model (so a bad stack fails at preview)."""
+    hs = config.hotswap
+    data: dict[str, Any] = {
+        **hs.settings,
+        "mode": hs.mode.value,
+        "dryRun": hs.dry_run,
+        "annotationDomain": "hotswap.gke-tpu-priority.io",
+        "leaderElection": {"enabled": True, "leaseName": APP, "leaseNamespace": hs.namespace},
+        "metricsPort": METRICS_PORT,
+        "healthPort": HEALTH_PORT,
+    }
+    HotswapConfig.model_validate(data)
+    return data
+
+
+def fast_fail_enabled(config: PlatformConfig) -> bool:
+    return bool(reconciler_config(config).get("fastFail", {}).get("enabled", False))
+
+
+def namespace(config: PlatformConfig) -> dict[str, Any]:
+    labels = {
+        **LABELS,
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": config.hotswap.namespace, "labels": labels}}
+
+
+def service_account(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": meta(APP, config.hotswap.namespace),
+        # Only the reconciler's pod mounts a token (pod-level opt-in); nothing else using this SA gets one.
+        "automountServiceAccountToken": False,
+    }
+
+
+def cluster_role(config: PlatformConfig) -> dict[str, Any]:
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list", "watch"]},
+        # The only objects it writes: spec.active and hold annotations on Workloads. No status, no delete.
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["workloads"],
+            "verbs": ["get", "list", "watch", "patch", "update"],
+        },
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+    if fast_fail_enabled(config):
+        # Opt-in fast-fail of a preemptor's pods stuck on unreachable nodes (research B.6.3).
+        rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
+        rules.append({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]})
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": meta(APP),
+        "rules": rules,
+    }
+
+
+def cluster_role_binding(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": meta(APP),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": APP},
+        "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": config.hotswap.namespace}],
+    }
+
+
+def lease_role(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta(f"{APP}-leader-election", config.hotswap.namespace),
+        "rules": [
+            # `create` cannot be limited by name; get/update only touch our own Lease.
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [APP],
+                "verbs": ["get", "update"],
+            },
+        ],
+    }
+
+
+def lease_role_binding(config: PlatformConfig) -> dict[str, Any]:
+    name = f"{APP}-leader-election"
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta(name, config.hotswap.namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": config.hotswap.namespace}],
+    }
+
+
+def config_map(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(f"{APP}-config", config.hotswap.namespace),
+        "data": {"config.yaml": yaml.safe_dump(reconciler_config(config), sort_keys=True)},
+    }
+
+
+def priority_class(config: PlatformConfig) -> dict[str, Any]:
+    top = max(t.value for t in config.priorities)
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": meta(RECONCILER_PRIORITY_CLASS),
+        "value": min(MAX_USER_PRIORITY, top + 1_000_000),
+        "globalDefault": False,
+        # It runs on the system pool and never needs to push anything off it.
+        "preemptionPolicy": "Never",
+        "description": "The hotswap reconciler: above every TPU tier so it is never preempted by what it protects.",
+    }
+
+
+def deployment(config: PlatformConfig, image: Any, config_hash: str, pinned: bool) -> dict[str, Any]:
+    """`image` may be a Pulumi Output (a freshly built image); `pinned` says whether it carries a digest."""
+    hs = config.hotswap
+    container = {
+        "name": "reconciler",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent" if pinned else "Always",
+        "args": ["run", "--config", CONFIG_PATH],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "HOTSWAP_LOG_LEVEL", "value": "INFO"},
+        ],
+        "ports": [
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+            {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},
+        ],
+        # Liveness follows the reconcile loop, not API reachability (an API outage must not crash-loop it).
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "health"},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 20,
+            "failureThreshold": 3,
+        },
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}, "periodSeconds": 10},
+        "resources": {
+            "requests": {"cpu": hs.resources.cpu, "memory": hs.resources.memory},
+            "limits": {"cpu": hs.resources.cpu, "memory": hs.resources.memory},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/hotswap", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(
+            APP,
+            hs.namespace,
+            annotations={"checkov.io/skip1": "CKV_K8S_38=the reconciler talks to the API server with its token"},
+        ),
+        "spec": {
+            "replicas": hs.replicas,
+            "selector": {"matchLabels": dict(SELECTOR)},
+            # Leader election keeps a single writer across a rolling update.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": dict(LABELS), "annotations": {"gke-tpu-priority.io/config-hash": config_hash}},
+                "spec": {
+                    "serviceAccountName": APP,
+                    "automountServiceAccountToken": True,
+                    "priorityClassName": RECONCILER_PRIORITY_CLASS,
+                    "nodeSelector": {SYSTEM_LABEL: "true"},
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUN_AS,
+                        "runAsGroup": RUN_AS,
+                        "fsGroup": RUN_AS,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "terminationGracePeriodSeconds": 30,
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": "kubernetes.io/hostname",
+                            "whenUnsatisfiable": "ScheduleAnyway",
+                            "labelSelector": {"matchLabels": dict(SELECTOR)},
+                        }
+                    ],
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": f"{APP}-config"}},
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def pod_disruption_budget(config: PlatformConfig) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": {"matchLabels": dict(SELECTOR)}}
+    # With one replica a minAvailable of 1 would block node drains forever; allow the drain instead.
+    spec["minAvailable" if config.hotswap.replicas > 1 else "maxUnavailable"] = 1
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(APP, config.hotswap.namespace),
+        "spec": spec,
+    }
+
+
+def metrics_service(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(f"{APP}-metrics", config.hotswap.namespace),
+        "spec": {
+            "selector": dict(SELECTOR),
+            "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+        },
+    }
+
+
+def network_policy(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta(APP, config.hotswap.namespace),
+        "spec": {
+            "podSelector": {"matchLabels": dict(SELECTOR)},
+            "policyTypes": ["Ingress", "Egress"],
+            # Only Prometheus scrapes come in (kubelet probes are not subject to NetworkPolicy).
+            "ingress": [{"ports": [{"port": METRICS_PORT, "protocol": "TCP"}]}],
+            # Out: DNS, and the API server (its IP is GKE's and not known here, so by port).
+            "egress": [
+                {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+                {"ports": [{"port": 443, "protocol": "TCP"}]},
+            ],
+        },
+    }

@@ -1,0 +1,147 @@
+"""The hotswap reconciler's deployment in every stack: least privilege, restricted pod security, valid config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from components.config import ConfigError, parse_platform_config
+from components.reconciler import objects
+from hotswap.config import HotswapConfig
+from tests.conftest import STACKS, stack_run
+from tests.platform_builders import platform
+from tools.manifests import kubernetes_objects
+
+FORBIDDEN_RESOURCES = {"secrets", "pods/exec", "pods/attach", "pods/portforward", "nodes/proxy"}
+FORBIDDEN_VERBS = {"*", "bind", "escalate", "impersonate"}
+
+
+def find(stack: str, kind: str, name: str | None = None) -> dict[str, Any]:
+    matches = [
+        o
+        for o in kubernetes_objects(stack_run(stack).resources)
+        if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(matches) == 1, (kind, name, len(matches))
+    return matches[0]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_reconciler_is_part_of_every_stack(stack: str) -> None:
+    deployment = find(stack, "Deployment", "hotswap-reconciler")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"gke-tpu-priority.io/system": "true"}
+    assert pod["serviceAccountName"] == "hotswap-reconciler"
+    (container,) = pod["containers"]
+    assert container["args"] == ["run", "--config", "/etc/hotswap/config.yaml"]
+    assert container["image"].endswith("@sha256:" + "0" * 64)  # built and pinned by digest
+    assert container["imagePullPolicy"] == "IfNotPresent"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_restricted_pod_security(stack: str) -> None:
+    pod = find(stack, "Deployment", "hotswap-reconciler")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = pod["containers"][0]["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsUser"] != 0
+    resources = pod["containers"][0]["resources"]
+    assert resources["requests"] and resources["limits"]
+    assert {"livenessProbe", "readinessProbe"} <= set(pod["containers"][0])
+    ns = find(stack, "Namespace", "hotswap-system")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert all(v["name"] in {"config", "tmp"} for v in pod["volumes"])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_rbac_is_least_privilege(stack: str) -> None:
+    role = find(stack, "ClusterRole", "hotswap-reconciler")
+    writes: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        assert not FORBIDDEN_VERBS & set(rule["verbs"])
+        for resource in rule["resources"]:
+            assert resource not in FORBIDDEN_RESOURCES and "*" not in resource
+            mutating = set(rule["verbs"]) - {"get", "list", "watch"}
+            if mutating:
+                writes.setdefault(resource, set()).update(mutating)
+    # Writes only Workloads (spec.active + annotations) and Events; never deletes anything by default.
+    assert writes == {"workloads": {"patch", "update"}, "events": {"create", "patch"}}
+    lease = find(stack, "Role", "hotswap-reconciler-leader-election")
+    assert {r["resources"][0] for r in lease["rules"]} == {"leases"}
+    assert find(stack, "ServiceAccount")["automountServiceAccountToken"] is False
+
+
+def test_fast_fail_adds_exactly_pod_delete_and_status() -> None:
+    cfg = parse_platform_config(platform(hotswap={"settings": {"fastFail": {"enabled": True}}}))
+    rules = objects.cluster_role(cfg)["rules"]
+    extra = [r for r in rules if r["apiGroups"] == [""] and set(r["verbs"]) & {"delete", "patch"}]
+    assert extra == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+    ]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_config_map_is_a_valid_reconciler_config(stack: str) -> None:
+    config_map = find(stack, "ConfigMap", "hotswap-reconciler-config")
+    data = yaml.safe_load(config_map["data"]["config.yaml"])
+    parsed = HotswapConfig.model_validate(data)
+    assert parsed.mode.value == "reconciler"
+    assert parsed.leader_election.lease_namespace == "hotswap-system"
+    assert parsed.leader_election.lease_name == "hotswap-reconciler"
+
+
+def test_reconciler_priority_is_above_every_tier() -> None:
+    reconciler = find("prod", "PriorityClass", "hotswap-reconciler")
+    tiers = [
+        o["value"]
+        for o in kubernetes_objects(stack_run("prod").resources)
+        if o["kind"] == "PriorityClass" and o["metadata"]["name"] != "hotswap-reconciler"
+    ]
+    assert reconciler["value"] > max(tiers)
+    assert reconciler["value"] <= 1_000_000_000
+
+
+def test_pdb_and_two_replicas() -> None:
+    assert find("prod", "Deployment", "hotswap-reconciler")["spec"]["replicas"] == 2
+    assert find("prod", "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    single = parse_platform_config(platform(hotswap={"replicas": 1}))
+    assert objects.pod_disruption_budget(single)["spec"] == {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "hotswap-reconciler"}},
+        "maxUnavailable": 1,
+    }
+
+
+def test_given_image_is_used_and_unpinned_images_are_always_pulled() -> None:
+    cfg = parse_platform_config(platform(hotswap={"image": "ghcr.io/acme/hotswap:1.0"}))
+    dep = objects.deployment(cfg, cfg.hotswap.image, "abc", pinned=False)
+    assert dep["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == "Always"
+
+
+@pytest.mark.parametrize(
+    ("hotswap", "expected"),
+    [
+        ({"settings": {"unhealthyGrace": "soon"}}, "platform.hotswap.settings.unhealthyGrace"),
+        (
+            {"settings": {"leaderElection": {"leaseName": "x"}}},
+            "platform.hotswap.settings.leaderElection: set by the package",
+        ),
+        ({"settings": {"mode": "reconciler"}}, "use `hotswap.mode`"),
+        ({"replicas": 5}, "platform.hotswap.replicas"),
+    ],
+)
+def test_bad_reconciler_settings_are_rejected(hotswap: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_platform_config(platform(hotswap=hotswap))
+    assert any(expected in p for p in info.value.problems), info.value.problems
+
+
+def test_disabled_reconciler_is_not_deployed() -> None:
+    from tests.platform_builders import stack_config
+    from tools.mock_runtime import run_program
+
+    run = run_program("no-hotswap", stack_config(platform(hotswap={"enabled": False})))
+    assert not [r for r in run.resources if "HotswapReconciler" in r.type or r.name.endswith("-deployment")]

@@ -9,11 +9,11 @@ taints) count at once: they are deliberate or already lasting, not flaps.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import cache
 
 from hotswap.model import ConditionStatus, Node, SliceShape, TaintEffect
 
@@ -54,6 +54,7 @@ class Slice:
         return self.health is SliceHealth.HEALTHY
 
 
+@cache
 def topology_chips(topology: str) -> int | None:
     """Chips in a topology string such as `4x4` or `2x2x1`; None if malformed."""
     dims = topology.lower().split("x")
@@ -65,16 +66,23 @@ def topology_chips(topology: str) -> int | None:
     return chips
 
 
+@cache
+def _machine_chips(machine_type: str) -> int | None:
+    match = _MACHINE_CHIPS.search(machine_type)
+    return int(match.group(1)) if match else None
+
+
 def chips_per_host(machine_type: str | None, allocatable: Iterable[int | None]) -> int | None:
     """From the machine type suffix (`ct6e-standard-4t` → 4), else the largest observed allocatable."""
     if machine_type:
-        match = _MACHINE_CHIPS.search(machine_type)
-        if match:
-            return int(match.group(1))
+        chips = _machine_chips(machine_type)
+        if chips is not None:
+            return chips
     seen = [a for a in allocatable if a]
     return max(seen) if seen else None
 
 
+@cache
 def expected_host_count(topology: str, per_host: int | None) -> int | None:
     """VMs in a slice: v6e 1x1/2x2 → 1, 2x4 → 1 (8t) or 2 (4t), 4x4 → 4, … 16x16 → 64."""
     chips = topology_chips(topology)
@@ -96,6 +104,20 @@ def slice_key(node: Node) -> str | None:
     if expected_host_count(node.topology, per_host) == 1:
         return f"{node.node_pool}/{node.name}"
     return node.node_pool
+
+
+def group_by_slice(nodes: Iterable[Node]) -> dict[str, list[Node]]:
+    """TPU nodes grouped by `slice_key`, in input order; nodes without TPU labels are left out."""
+    by_slice: dict[str, list[Node]] = {}
+    for node in nodes:
+        key = slice_key(node)
+        if key is not None:
+            members = by_slice.get(key)
+            if members is None:
+                by_slice[key] = [node]
+            else:
+                members.append(node)
+    return by_slice
 
 
 def _node_problem_since(node: Node, tolerated: frozenset[str]) -> tuple[bool, datetime | None]:
@@ -184,13 +206,19 @@ def classify_slices(
     tolerated_taints: Iterable[str] = (),
 ) -> dict[str, Slice]:
     """Every TPU slice in the snapshot, keyed by `slice_key` (the pool name for multi-host slices)."""
-    by_pool: dict[str, list[Node]] = defaultdict(list)
-    for node in nodes:
-        key = slice_key(node)
-        if key is not None:
-            by_pool[key].append(node)
+    return classify_groups(group_by_slice(nodes), now, grace, stabilization, tolerated_taints)
+
+
+def classify_groups(
+    groups: Mapping[str, list[Node]],
+    now: datetime,
+    grace: timedelta,
+    stabilization: timedelta,
+    tolerated_taints: Iterable[str] = (),
+) -> dict[str, Slice]:
+    """`classify_slices` for nodes already grouped by `group_by_slice`, sorted by slice key."""
     tolerated = frozenset(tolerated_taints)
     return {
-        pool: classify_slice(pool, members, now, grace, stabilization, tolerated)
-        for pool, members in sorted(by_pool.items())
+        key: classify_slice(key, members, now, grace, stabilization, tolerated)
+        for key, members in sorted(groups.items())
     }

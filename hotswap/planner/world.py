@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -31,7 +30,7 @@ from hotswap.model import (
     find_condition,
 )
 from hotswap.planner.actions import ObjectRef
-from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_slices, slice_key
+from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_groups, slice_key
 
 DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
@@ -39,7 +38,11 @@ _EPOCH = datetime.fromtimestamp(0).astimezone()
 
 @dataclass(slots=True, eq=False)
 class Unit:
-    """A JobSet with its Kueue Workload: the unit that is disrupted, preempts, or is held."""
+    """A JobSet with its Kueue Workload: the unit that is disrupted, preempts, or is held.
+
+    `jobset` and `workload` never change after construction, so what is derived from them alone (identity,
+    Kueue state, movability) is computed once here instead of on every access in the planner's loops.
+    """
 
     jobset: JobSet
     workload: Workload | None
@@ -53,14 +56,33 @@ class Unit:
     demand: dict[SliceShape, int] = field(default_factory=dict)
     held_by: HeldBy | None = None
     op: OpRecord | None = None
+    key: str = field(init=False)
+    """`namespace/name` of the JobSet."""
+    uid: str = field(init=False)
+    """uid of the JobSet."""
+    running_in_kueue: bool = field(init=False)
+    """Admitted, active and not being evicted or finished; the JobSet is live."""
+    movable: bool = field(init=False)
+    """Default-strategy exclusive placement per node pool, default controller (B.3, B15)."""
 
-    @property
-    def key(self) -> str:
-        return self.jobset.key
-
-    @property
-    def uid(self) -> str:
-        return self.jobset.uid
+    def __post_init__(self) -> None:
+        js, wl = self.jobset, self.workload
+        self.key = js.key
+        self.uid = js.uid
+        self.running_in_kueue = (
+            wl is not None
+            and wl.active
+            and wl.admitted
+            and not wl.evicted
+            and not wl.finished
+            and not js.suspended
+            and js.terminal_state is None
+        )
+        self.movable = (
+            js.exclusive_topology == NODEPOOL_LABEL
+            and not js.node_selector_strategy
+            and js.managed_by in (None, "", DEFAULT_JOBSET_CONTROLLER)
+        )
 
     def workload_ref(self) -> ObjectRef:
         wl = self.workload
@@ -70,30 +92,6 @@ class Unit:
     def jobset_ref(self) -> ObjectRef:
         js = self.jobset
         return ObjectRef("JobSet", js.namespace, js.name, js.uid)
-
-    @property
-    def running_in_kueue(self) -> bool:
-        """Admitted, active and not being evicted or finished; the JobSet is live."""
-        wl, js = self.workload, self.jobset
-        return (
-            wl is not None
-            and wl.active
-            and wl.admitted
-            and not wl.evicted
-            and not wl.finished
-            and not js.suspended
-            and js.terminal_state is None
-        )
-
-    @property
-    def movable(self) -> bool:
-        """Default-strategy exclusive placement per node pool, default controller (B.3, B15)."""
-        js = self.jobset
-        return (
-            js.exclusive_topology == NODEPOOL_LABEL
-            and not js.node_selector_strategy
-            and js.managed_by in (None, "", DEFAULT_JOBSET_CONTROLLER)
-        )
 
     def start_time(self) -> datetime:
         """Last (re)admission: how much progress an eviction would throw away."""
@@ -164,68 +162,94 @@ def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
     return base
 
 
-def _in_scope_namespace(namespace: str, config: HotswapConfig) -> bool:
-    return not config.namespaces or namespace in config.namespaces
-
-
 def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> World:
     keys = AnnotationKeys(config.annotation_domain)
-    slices = classify_slices(
-        snapshot.nodes,
-        now,
-        config.unhealthy_grace,
-        config.recovery_stabilization,
-        config.tolerated_taint_keys,
+    held_by_key, op_key = keys.held_by, keys.op
+    boost_enabled = config.priority_boost_enabled
+    namespaces = frozenset(config.namespaces)
+
+    # One pass gives both the slices' members and each node's slice (`slice_key`): the pool for multi-host
+    # slices, pool/node for single-host ones, the bare pool for nodes without TPU labels.
+    groups: dict[str, list[Node]] = {}
+    node_pool_of: dict[str, str] = {}
+    for node in snapshot.nodes:
+        key = slice_key(node)
+        if key is not None:
+            members = groups.get(key)
+            if members is None:
+                groups[key] = [node]
+            else:
+                members.append(node)
+        owner_key = key or node.node_pool
+        if owner_key:
+            node_pool_of[node.name] = owner_key
+    slices = classify_groups(
+        groups, now, config.unhealthy_grace, config.recovery_stabilization, config.tolerated_taint_keys
     )
     nodes = {n.name: n for n in snapshot.nodes}
-    # Maps a node to its slice (`slice_key`): the pool for multi-host slices, pool/node for single-host ones.
-    node_pool_of = {n.name: key for n in snapshot.nodes if (key := slice_key(n) or n.node_pool)}
     queues = {q.name: q for q in snapshot.cluster_queues}
 
+    # First Workload by (namespace, name) per owning JobSet, as if the Workloads were sorted by that.
     workload_by_owner: dict[str, Workload] = {}
-    for candidate in sorted(snapshot.workloads, key=lambda w: (w.namespace, w.name)):
-        if candidate.owner_jobset_uid is not None:
-            workload_by_owner.setdefault(candidate.owner_jobset_uid, candidate)
+    for candidate in snapshot.workloads:
+        owner_uid = candidate.owner_jobset_uid
+        if owner_uid is None:
+            continue
+        current = workload_by_owner.get(owner_uid)
+        if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
+            workload_by_owner[owner_uid] = candidate
 
     units: dict[str, Unit] = {}
     by_key: dict[tuple[str, str], Unit] = {}
     for js in snapshot.jobsets:
-        if not _in_scope_namespace(js.namespace, config):
+        if namespaces and js.namespace not in namespaces:
             continue
         wl = workload_by_owner.get(js.uid)
-        demand: dict[SliceShape, int] = defaultdict(int)
+        demand: dict[SliceShape, int] = {}
         for rj in js.replicated_jobs:
             if rj.shape is not None and rj.replicas > 0:
-                demand[rj.shape] += rj.replicas
+                demand[rj.shape] = demand.get(rj.shape, 0) + rj.replicas
         unit = Unit(
             jobset=js,
             workload=wl,
-            kueue_priority=_kueue_priority(wl, config.priority_boost_enabled),
+            kueue_priority=_kueue_priority(wl, boost_enabled),
             pod_priority=js.pod_priority or 0,
             cluster_queue=queues.get(wl.cluster_queue) if wl is not None and wl.cluster_queue else None,
-            demand=dict(demand),
+            demand=demand,
         )
         if wl is not None:
-            unit.held_by = HeldBy.decode(wl.annotations.get(keys.held_by, ""))
-            unit.op = OpRecord.decode(wl.annotations.get(keys.op, "")) if keys.op in wl.annotations else None
+            annotations = wl.annotations
+            held_by = annotations.get(held_by_key)
+            unit.held_by = HeldBy.decode(held_by) if held_by else None
+            op = annotations.get(op_key)
+            unit.op = OpRecord.decode(op) if op is not None else None
         units[js.uid] = unit
         by_key[(js.namespace, js.name)] = unit
 
-    occupants: dict[str, set[str]] = defaultdict(set)
-    pod_priorities: dict[str, list[int]] = defaultdict(list)
+    occupants: dict[str, set[str]] = {}
+    max_pod_priority: dict[str, int] = {}
     for pod in snapshot.pods:
         owner = by_key.get((pod.namespace, pod.jobset_name))
         if owner is not None:
             owner.live_pods.append(pod)
-            if pod.priority is not None:
-                pod_priorities[owner.uid].append(pod.priority)
-        if pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) or pod.node_name is None:
+            priority = pod.priority
+            if priority is not None:
+                seen = max_pod_priority.get(owner.uid)
+                if seen is None or priority > seen:
+                    max_pod_priority[owner.uid] = priority
+        node_name = pod.node_name
+        if node_name is None or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
             continue
-        pool = node_pool_of.get(pod.node_name) or pod.node_pool
+        pool = node_pool_of.get(node_name) or pod.node_pool
         if pool is None:
             continue
         # Pods of JobSets outside our view still occupy the slice: a token that is never a victim.
-        occupants[pool].add(owner.uid if owner is not None else f"foreign:{pod.namespace}/{pod.jobset_name}")
+        occupant = owner.uid if owner is not None else f"foreign:{pod.namespace}/{pod.jobset_name}"
+        there = occupants.get(pool)
+        if there is None:
+            occupants[pool] = {occupant}
+        else:
+            there.add(occupant)
         if owner is not None:
             owner.occupied.add(pool)
     window_start = now - config.attribution_window
@@ -234,21 +258,17 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         if owner is not None and gone.gone_at >= window_start:
             owner.departed.append(gone)
 
-    for uid, unit in units.items():
+    for uid, highest in max_pod_priority.items():
         # Victim side uses the highest pod priority seen (it must be strictly below the preemptor's), the
         # preemptor side its template priority; pods without a PriorityClass count as 0 (D9).
-        seen = pod_priorities.get(uid, [])
-        if unit.jobset.pod_priority is None and seen:
-            unit.pod_priority = max(seen)
-        elif seen:
-            unit.pod_priority = max(unit.pod_priority, max(seen))
+        unit = units[uid]
+        unit.pod_priority = highest if unit.jobset.pod_priority is None else max(unit.pod_priority, highest)
 
-    known_uids = set(units)
     orphans = [
         wl
         for wl in snapshot.workloads
-        if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in known_uids)
-        and _in_scope_namespace(wl.namespace, config)
+        if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+        and (not namespaces or wl.namespace in namespaces)
     ]
     return World(
         now=now,
@@ -256,7 +276,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         keys=keys,
         slices=slices,
         units=units,
-        occupants=dict(occupants),
+        occupants=occupants,
         node_pool_of=node_pool_of,
         nodes=nodes,
         orphan_workloads=orphans,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_docker_build as docker_build
@@ -37,17 +38,18 @@ def build_image(name: str, config: PlatformConfig, parent: pulumi.Resource) -> p
         host, "/", config.project, "/", repository.repository_id, "/", IMAGE_NAME, ":", pulumi.get_stack()
     )
     token = gcp.organizations.get_client_config_output().access_token
-    image = docker_build.Image(
-        f"{name}-image",
-        context={"location": str(REPO_ROOT)},
-        dockerfile={"location": str(REPO_ROOT / "hotswap" / "Dockerfile")},
-        platforms=["linux/amd64"],
-        tags=[tag],
-        push=True,
+    args: dict[str, Any] = {
+        "context": {"location": str(REPO_ROOT)},
+        "dockerfile": {"location": str(REPO_ROOT / "hotswap" / "Dockerfile")},
+        "platforms": ["linux/amd64"],
+        "tags": [tag],
+        "push": True,
         # Previews stay fast and work without a Docker daemon; `pulumi up` builds.
-        build_on_preview=False,
-        registries=[{"address": host, "username": "oauth2accesstoken", "password": token}],
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[repository]),
+        "build_on_preview": False,
+        "registries": [{"address": host, "username": "oauth2accesstoken", "password": token}],
+    }
+    image = docker_build.Image(
+        f"{name}-image", opts=pulumi.ResourceOptions(parent=parent, depends_on=[repository]), **args
     )
     ref: pulumi.Output[str] = image.ref
     return ref

@@ -107,7 +107,14 @@ class Controller:
         self.recovery = RecoveryTracker()
         self.builder = SnapshotBuilder(attribution_window=config.attribution_window, clock=clock)
         self.informers: dict[str, list[Informer]] = {}
-        for kind in WATCHED:
+        for watched in WATCHED:
+            # JobSets outside the configured selector are invisible: never preemptors or victims; their pods
+            # still count as (foreign) occupants because the pod watch is not narrowed.
+            kind = (
+                replace(watched, label_selector=config.label_selector)
+                if watched == JOBSETS and config.label_selector
+                else watched
+            )
             self.informers[kind.name] = [
                 Informer(
                     api,

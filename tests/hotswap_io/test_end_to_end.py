@@ -224,3 +224,21 @@ async def test_malformed_objects_are_ignored_and_the_pass_still_acts(
         assert controller.metrics.registry.get_sample_value("hotswap_reconciles_total", {"result": "ok"}) == 1
     finally:
         await controller.stop_watches()
+
+
+async def test_jobset_label_selector_limits_what_is_considered(
+    failed_cluster: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api = failed_cluster
+    config = CONFIG.model_copy(update={"label_selector": "team=ml"})
+    controller = Controller(config, await make_client("reconciler"), identity="reconciler")
+    controller.start_watches()
+    try:
+        await eventually(controller.caches_ready)
+        # Neither JobSet carries team=ml: nothing is a preemptor, nothing is held.
+        assert controller.informers["jobsets"][0].cache == {}
+        outcomes = await controller.reconcile_once()
+        assert [o for o in outcomes if o.result is Result.APPLIED] == []
+        assert api.requests_for("list", "jobsets.jobset.x-k8s.io")[-1].query["labelSelector"] == "team=ml"
+    finally:
+        await controller.stop_watches()

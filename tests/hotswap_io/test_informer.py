@@ -185,3 +185,24 @@ async def test_optional_kind_not_served_counts_as_synced_and_empty(tmp_path: Pat
                 assert informer.synced and informer.healthy and informer.cache == {}
         finally:
             await factory_client.close()
+
+
+async def test_replayed_and_unknown_events_are_idempotent(api: FakeApiServer, make_client: ClientFactory) -> None:
+    api.put("nodes", node("n1"))
+    informer = Informer(await make_client("a"), NODES, backoff=fast_backoff())
+    async with running(informer):
+        replay_from = informer.resource_version
+        api.put("nodes", node("n2"))
+        api.patch("nodes", "n2", {"spec": {"unschedulable": True}})
+        api.put("nodes", node("gone"))
+        api.delete("nodes", "gone")
+        await eventually(lambda: "n2" in informer.cache and informer.cache["n2"]["spec"].get("unschedulable"))
+        expected = {k: v["metadata"]["resourceVersion"] for k, v in informer.cache.items()}
+        # Resume from an older version: every event since is delivered a second time (F17), including a
+        # DELETED for an object the cache no longer has.
+        informer.resource_version = replay_from
+        api.kill_watches()
+        await eventually(lambda: len(api.requests_for("watch", "nodes")) >= 2)
+        await eventually(lambda: int(informer.resource_version or 0) >= api.rv)
+        assert {k: v["metadata"]["resourceVersion"] for k, v in informer.cache.items()} == expected
+        assert informer.relists == 1

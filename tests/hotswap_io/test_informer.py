@@ -203,6 +203,7 @@ async def test_replayed_and_unknown_events_are_idempotent(api: FakeApiServer, ma
         informer.resource_version = replay_from
         api.kill_watches()
         await eventually(lambda: len(api.requests_for("watch", "nodes")) >= 2)
+        assert api.requests_for("watch", "nodes")[1].query["resourceVersion"] == replay_from
         await eventually(lambda: int(informer.resource_version or 0) >= api.rv)
         assert {k: v["metadata"]["resourceVersion"] for k, v in informer.cache.items()} == expected
         assert informer.relists == 1

@@ -33,7 +33,7 @@ Listener = Callable[[str, JsonObj], None]
 log = logging.getLogger(__name__)
 
 LIST_TIMEOUT = 60.0
-# How often to look again for an optional kind the server does not serve.
+# How often to look again for an optional kind the server does not serve or RBAC does not grant.
 ABSENT_RETRY = 300.0
 PAGE_SIZE = 500
 
@@ -136,8 +136,8 @@ class Informer:
                 self._count_restart("error")
                 if isinstance(exc, ApiException) and exc.status == 410:
                     need_list = True
-                if isinstance(exc, ApiException) and exc.status == 404 and self.kind.optional:
-                    self._absent()
+                if isinstance(exc, ApiException) and exc.status in (403, 404) and self.kind.optional:
+                    self._absent(exc.status)
                     need_list = True
                     await asyncio.sleep(ABSENT_RETRY)
                     continue
@@ -269,9 +269,12 @@ class Informer:
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
-    def _absent(self) -> None:
-        """An optional kind is not served: an empty, synced cache (nothing of that kind exists)."""
-        log.info("optional resource not served; treating it as empty", extra={"resource": self.name})
+    def _absent(self, status: int) -> None:
+        """An optional kind is not served (404) or not granted (403): an empty, synced cache."""
+        log.warning(
+            "optional resource unavailable; treating it as empty",
+            extra={"resource": self.name, "status": status},
+        )
         for obj in self.cache.values():
             self._notify("DELETED", obj)
         self.cache = {}

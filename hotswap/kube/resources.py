@@ -23,7 +23,8 @@ class ResourceKind:
     namespaced: bool
     label_selector: str | None = None
     optional: bool = False
-    """The kind may not be served (an older Kueue without TAS): 404 means "none", not "not synced"."""
+    """Enrichment only: when not served (404) or not granted (403) the cache is empty rather than unsynced,
+    so a missing CRD or RBAC rule degrades the snapshot instead of stopping the reconciler."""
 
     @property
     def api_version(self) -> str:
@@ -38,7 +39,9 @@ WORKLOADS = ResourceKind("workloads", "kueue.x-k8s.io", "v1beta2", "workloads", 
 CLUSTER_QUEUES = ResourceKind("clusterqueues", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
 
 # Small cluster-scoped kinds that resolve JobSet priority and Kueue TAS flavors.
-PRIORITY_CLASSES = ResourceKind("priorityclasses", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
+PRIORITY_CLASSES = ResourceKind(
+    "priorityclasses", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False, optional=True
+)
 RESOURCE_FLAVORS = ResourceKind(
     "resourceflavors", "kueue.x-k8s.io", "v1beta2", "resourceflavors", namespaced=False, optional=True
 )

@@ -14,7 +14,7 @@ from fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
 from hotswap.kube.backoff import Backoff
 from hotswap.kube.client import new_api_client
 from hotswap.kube.informer import Informer
-from hotswap.kube.resources import NODES, PODS, TOPOLOGIES, WORKLOADS
+from hotswap.kube.resources import NODES, PODS, PRIORITY_CLASSES, TOPOLOGIES, WORKLOADS
 from hotswap.metrics import Metrics
 
 from .conftest import ClientFactory, write_kubeconfig
@@ -207,3 +207,13 @@ async def test_replayed_and_unknown_events_are_idempotent(api: FakeApiServer, ma
         await eventually(lambda: int(informer.resource_version or 0) >= api.rv)
         assert {k: v["metadata"]["resourceVersion"] for k, v in informer.cache.items()} == expected
         assert informer.relists == 1
+
+
+async def test_optional_kind_forbidden_by_rbac_counts_as_synced_and_empty(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api.put("priorityclasses.scheduling.k8s.io", {"metadata": {"name": "p"}, "value": 1})
+    api.inject(Fault(resource="priorityclasses.scheduling.k8s.io", status=403, times=None))
+    informer = Informer(await make_client("a"), PRIORITY_CLASSES, backoff=fast_backoff())
+    async with running(informer):
+        assert informer.synced and informer.healthy and informer.cache == {}

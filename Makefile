@@ -21,6 +21,13 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# checkov's pins conflict with the kubernetes client, so it gets a virtualenv of its own.
+CHECKOV := .venv-checkov/bin/checkov
+$(CHECKOV):
+	$(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install --quiet --upgrade pip
+	.venv-checkov/bin/pip install --quiet 'checkov>=3.3,<4'
+
 preview: venv
 	$(BIN)/python -m tools.preview --stack $(STACK)
 
@@ -30,11 +37,11 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy components hotswap tools policies
 
-test: lint typecheck
+test: lint typecheck $(CHECKOV)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv
 	$(BIN)/python -m hotswap.sim bench --out build/bench
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) .venv-checkov

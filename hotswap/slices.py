@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import cache
+from functools import lru_cache
 
 from hotswap.model import ConditionStatus, Node, SliceShape, TaintEffect
 
@@ -54,7 +54,7 @@ class Slice:
         return self.health is SliceHealth.HEALTHY
 
 
-@cache
+@lru_cache(maxsize=1024)
 def topology_chips(topology: str) -> int | None:
     """Chips in a topology string such as `4x4` or `2x2x1`; None if malformed."""
     dims = topology.lower().split("x")
@@ -66,7 +66,7 @@ def topology_chips(topology: str) -> int | None:
     return chips
 
 
-@cache
+@lru_cache(maxsize=1024)
 def _machine_chips(machine_type: str) -> int | None:
     match = _MACHINE_CHIPS.search(machine_type)
     return int(match.group(1)) if match else None
@@ -82,7 +82,7 @@ def chips_per_host(machine_type: str | None, allocatable: Iterable[int | None]) 
     return max(seen) if seen else None
 
 
-@cache
+@lru_cache(maxsize=1024)
 def expected_host_count(topology: str, per_host: int | None) -> int | None:
     """VMs in a slice: v6e 1x1/2x2 → 1, 2x4 → 1 (8t) or 2 (4t), 4x4 → 4, … 16x16 → 64."""
     chips = topology_chips(topology)
@@ -144,9 +144,14 @@ def _node_problem_since(node: Node, tolerated: frozenset[str]) -> tuple[bool, da
     return True, min(r for r in reasons if r is not None)
 
 
-def _good_since(node: Node) -> datetime | None:
-    times = [t for t in (node.ready_transition_time, node.creation_timestamp) if t is not None]
-    return max(times) if times else None
+def _latest_good_since(nodes: Iterable[Node]) -> datetime | None:
+    """Latest Ready transition or creation across the nodes: when the slice last became (or was made) good."""
+    latest: datetime | None = None
+    for node in nodes:
+        for moment in (node.ready_transition_time, node.creation_timestamp):
+            if moment is not None and (latest is None or moment > latest):
+                latest = moment
+    return latest
 
 
 def _unreachable_since(nodes: Iterable[Node]) -> datetime | None:
@@ -159,6 +164,12 @@ def _unreachable_since(nodes: Iterable[Node]) -> datetime | None:
     return min(t for t in times if t is not None) if times else None
 
 
+@lru_cache(maxsize=1024)
+def _shape(accelerator: str, topology: str, per_host: int | None) -> SliceShape:
+    """Shapes are few and immutable: share one instance per distinct value instead of building one per slice."""
+    return SliceShape(accelerator, topology, per_host)
+
+
 def classify_slice(
     pool: str,
     nodes: list[Node],
@@ -169,12 +180,11 @@ def classify_slice(
 ) -> Slice:
     """Classify one node pool; `nodes` must be non-empty and all carry TPU labels."""
     first = nodes[0]
-    machine = next((n.machine_type for n in nodes if n.machine_type), None)
-    per_host = chips_per_host(machine, (n.tpu_chips for n in nodes))
-    shape = SliceShape(first.accelerator or "", first.topology or "", per_host)
+    machine = first.machine_type or next((n.machine_type for n in nodes if n.machine_type), None)
+    per_host = chips_per_host(machine, [n.tpu_chips for n in nodes])
+    shape = _shape(first.accelerator or "", first.topology or "", per_host)
     expected = expected_host_count(shape.topology, per_host)
-    names = tuple(sorted(n.name for n in nodes))
-    unreachable = _unreachable_since(nodes)
+    names = tuple(sorted([n.name for n in nodes]))
 
     bad_times: list[datetime | None] = []
     for node in nodes:
@@ -184,15 +194,14 @@ def classify_slice(
     if expected is not None and len(nodes) < expected:
         bad_times.append(None)
     if bad_times:
+        unreachable = _unreachable_since(nodes)
         known = [t for t in bad_times if t is not None]
         earliest = None if len(known) < len(bad_times) else min(known)
         if earliest is None or now - earliest >= grace:
             return Slice(pool, shape, expected, names, SliceHealth.UNHEALTHY, earliest, unreachable)
         return Slice(pool, shape, expected, names, SliceHealth.SUSPECT, earliest, unreachable)
 
-    goods = [_good_since(n) for n in nodes]
-    known_goods = [g for g in goods if g is not None]
-    latest = max(known_goods) if known_goods else None
+    latest = _latest_good_since(nodes)
     if latest is not None and now - latest < stabilization:
         return Slice(pool, shape, expected, names, SliceHealth.RECOVERING, latest)
     return Slice(pool, shape, expected, names, SliceHealth.HEALTHY, latest)

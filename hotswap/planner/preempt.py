@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hotswap.annotations import OpRecord
@@ -11,10 +12,13 @@ from hotswap.planner.disruption import Disruption, deficit, infra_evidence
 from hotswap.planner.ops import Ledger, hold_action, record_action
 from hotswap.planner.victims import (
     Candidate,
+    ScopeGroup,
+    VictimOrder,
     candidate_pools,
     choose_victims,
-    in_scope,
     lower_priority,
+    scope_group,
+    victim_order,
     why_not_victim,
 )
 from hotswap.planner.world import Unit, World
@@ -84,11 +88,21 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
 
     disrupted_uids = set(disrupted)
-    eligible = [
-        u
-        for u in sorted(world.units.values(), key=lambda u: u.key)
-        if why_not_victim(world, u, disrupted_uids, ledger.claimed) is None
-    ]
+    # Every possible victim once, best first (`victim_order`); preemptors walk it only as far as they need.
+    ranked = sorted(
+        (
+            (victim_order(u, world.now), u)
+            for u in world.units.values()
+            if why_not_victim(world, u, disrupted_uids, ledger.claimed) is None
+        ),
+        key=lambda ou: ou[0],
+    )
+    ranked_by_scope: dict[ScopeGroup, list[tuple[VictimOrder, Unit]]] = {}
+    for order, victim in ranked:
+        group = scope_group(world, victim)
+        if group is not None:
+            ranked_by_scope.setdefault(group, []).append((order, victim))
+    gone: set[str] = set()  # victims of operations planned earlier in this pass
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
     budget = world.config.max_victims_per_pass
@@ -116,18 +130,12 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
             k = remaining[shape] - len(avail)
             if k > 0:
-                chosen_uids = {v.uid for v in victims}
+                skip = gone | {v.uid for v in victims}
                 excluded = ledger.reserved | set(taken) | set(assigned)
-                candidates = []
-                for victim in eligible:
-                    if victim.uid in chosen_uids or victim.workload is None:
-                        continue
-                    if not lower_priority(preemptor, victim) or not in_scope(world, preemptor, victim):
-                        continue
-                    pools = candidate_pools(world, victim, shape, excluded)
-                    if pools:
-                        candidates.append(Candidate(victim, pools, victim.start_time()))
-                choice = choose_victims(k, candidates, world.occupants, world.now)
+                group = scope_group(world, preemptor)
+                in_scope = ranked_by_scope.get(group, []) if group is not None else []
+                candidates = _candidates(world, preemptor, shape, in_scope, skip, excluded)
+                choice = choose_victims(k, candidates, world.occupants)
                 if choice is None:
                     reason = f"no lower-priority victims can free {k} more {shape.key} slice(s)"
                     break
@@ -178,12 +186,31 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
                     op_id,
                 )
             )
-        gone = {v.uid for v in victims}
-        eligible = [u for u in eligible if u.uid not in gone]
+        gone.update(v.uid for v in victims)
         budget -= len(victims)
         planned += 1
         held += len(victims)
     return blocked, planned, held
+
+
+def _candidates(
+    world: World,
+    preemptor: Unit,
+    shape: SliceShape,
+    ranked: list[tuple[VictimOrder, Unit]],
+    skip: set[str],
+    excluded: set[str],
+) -> Iterator[Candidate]:
+    """Lazily, in victim order: lower-priority victims from `ranked` (the preemptor's scope group) occupying
+    usable `shape` slices not in `excluded`."""
+    for order, victim in ranked:
+        if victim.kueue_priority >= preemptor.kueue_priority:
+            return  # ranked by Kueue priority first: no later victim is lower
+        if victim.uid in skip or victim.workload is None or not lower_priority(preemptor, victim):
+            continue
+        pools = candidate_pools(world, victim, shape, excluded)
+        if pools:
+            yield Candidate(victim, pools, order)
 
 
 def _freed(world: World, victims: list[Unit], ledger: Ledger, taken: list[str]) -> list[str]:

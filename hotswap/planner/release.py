@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from hotswap.annotations import format_time, parse_time
@@ -38,7 +38,7 @@ def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, 
     )
 
 
-def _take(world: World, free: list[str], needs: dict[SliceShape, int]) -> list[str] | None:
+def _take(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> list[str] | None:
     """Slices from `free` covering every shape's need, or None (all or nothing)."""
     taken: list[str] = []
     for shape, need in sorted(needs.items(), key=lambda sn: (sn[0].key, sn[0].chips_per_host or 0)):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
 from hotswap.config import Scope
 from hotswap.model import SliceShape
 from hotswap.planner.world import Unit, World
+
+_NOBODY: frozenset[str] = frozenset()
 
 
 def in_scope(world: World, preemptor: Unit, victim: Unit) -> bool:
@@ -27,6 +30,28 @@ def in_scope(world: World, preemptor: Unit, victim: Unit) -> bool:
     return (
         h_cq is not None and v_cq is not None and h_cq.cohort_name is not None and h_cq.cohort_name == v_cq.cohort_name
     )
+
+
+ScopeGroup = tuple[str, str]
+
+
+def scope_group(world: World, unit: Unit) -> ScopeGroup | None:
+    """A key partitioning units by `in_scope`: for units with a Workload, `in_scope(h, v)` holds exactly when
+    both groups are equal and not None. Lets a preemptor look only at victims in its own group.
+
+    Same ClusterQueue name always means the same ClusterQueue (and cohort), so under Cohort scope a queue in a
+    cohort is grouped by the cohort and a queue without one by its own name.
+    """
+    scope = world.config.scope
+    if scope is Scope.CLUSTER:
+        return ("cluster", "")
+    name = unit.workload.cluster_queue if unit.workload else None
+    if name is None:
+        return None
+    queue = unit.cluster_queue
+    if scope is Scope.COHORT and queue is not None and queue.cohort_name is not None:
+        return ("cohort", queue.cohort_name)
+    return ("queue", name)
 
 
 def lower_priority(preemptor: Unit, victim: Unit) -> bool:
@@ -58,19 +83,29 @@ def why_not_victim(world: World, victim: Unit, disrupted: set[str], claimed: set
     return None
 
 
+VictimOrder = tuple[int, int, float, str]
+
+
+def victim_order(unit: Unit, now: datetime) -> VictimOrder:
+    """Preference among victims: lower priority first, then least progress lost (most recently (re)started),
+    then name."""
+    return (unit.kueue_priority, unit.pod_priority, (now - unit.start_time()).total_seconds(), unit.key)
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     unit: Unit
     pools: frozenset[str]
     """Usable, unreserved slices of the wanted shape this victim occupies."""
-    start: datetime
+    order: VictimOrder
+    """`victim_order` of the unit."""
 
     @property
     def key(self) -> str:
         return self.unit.key
 
 
-def candidate_pools(world: World, victim: Unit, shape: SliceShape, reserved: set[str]) -> frozenset[str]:
+def candidate_pools(world: World, victim: Unit, shape: SliceShape, reserved: AbstractSet[str]) -> frozenset[str]:
     pools = set()
     for pool in victim.occupied:
         found = world.slices.get(pool)
@@ -84,47 +119,51 @@ def freed_count(chosen: Iterable[Candidate], occupants: Mapping[str, set[str]]) 
     members = list(chosen)
     uids = {c.unit.uid for c in members}
     pools = set().union(*(c.pools for c in members)) if members else set()
-    return sum(1 for p in pools if occupants.get(p, set()) <= uids)
-
-
-def _order(c: Candidate, now: datetime) -> tuple[int, int, float, str]:
-    # Lower priority first, then least progress lost (most recently (re)started), then name.
-    return (c.unit.kueue_priority, c.unit.pod_priority, (now - c.start).total_seconds(), c.key)
+    return sum(1 for p in pools if occupants.get(p, _NOBODY) <= uids)
 
 
 def _gain(c: Candidate, uids: set[str], freed: set[str], waiting: set[str], occupants: Mapping[str, set[str]]) -> int:
     """Slices that choosing `c` would newly free (its own, and shared ones it completes)."""
     with_c = uids | {c.unit.uid}
-    own = sum(1 for p in c.pools if p not in freed and occupants.get(p, set()) <= with_c)
-    shared = sum(1 for p in waiting - c.pools if occupants.get(p, set()) <= with_c)
+    own = sum(1 for p in c.pools if p not in freed and occupants.get(p, _NOBODY) <= with_c)
+    shared = sum(1 for p in waiting - c.pools if occupants.get(p, _NOBODY) <= with_c)
     return own + shared
 
 
+def _lowest_covering_levels(
+    needed: int, ordered: Iterable[Candidate], occupants: Mapping[str, set[str]]
+) -> list[Candidate] | None:
+    """The shortest prefix of whole Kueue priority levels whose candidates together free ≥ `needed` slices.
+
+    `ordered` is consumed lazily and only up to the covering level, so a caller may generate candidates on
+    demand (the expensive part) and never build those a lower level already makes unnecessary.
+    """
+    prefix: list[Candidate] = []
+    level: int | None = None
+    for candidate in ordered:
+        if level is not None and candidate.unit.kueue_priority != level and freed_count(prefix, occupants) >= needed:
+            return prefix
+        level = candidate.unit.kueue_priority
+        prefix.append(candidate)
+    if prefix and freed_count(prefix, occupants) >= needed:
+        return prefix
+    return None
+
+
 def choose_victims(
-    needed: int, candidates: list[Candidate], occupants: Mapping[str, set[str]], now: datetime
+    needed: int, ordered: Iterable[Candidate], occupants: Mapping[str, set[str]]
 ) -> list[Candidate] | None:
     """Pick a victim set freeing ≥ `needed` slices, minimising (max priority, count, surplus, progress, name).
 
-    None if even all candidates cannot cover it (then nothing is evicted, I6).
+    `ordered` must be sorted by `Candidate.order`. None if even all candidates cannot cover it (then nothing is
+    evicted, I6).
     """
     if needed <= 0:
         return []
-    ordered = sorted(candidates, key=lambda c: _order(c, now))
     # 1. Lowest achievable maximum priority: add whole priority levels until covered.
-    threshold: int | None = None
-    prefix: list[Candidate] = []
-    index = 0
-    while index < len(ordered):
-        level = ordered[index].unit.kueue_priority
-        while index < len(ordered) and ordered[index].unit.kueue_priority == level:
-            prefix.append(ordered[index])
-            index += 1
-        if freed_count(prefix, occupants) >= needed:
-            threshold = level
-            break
-    if threshold is None:
+    pool = _lowest_covering_levels(needed, ordered, occupants)
+    if pool is None:
         return None
-    pool = prefix
     # 2. Greedy: finish with the tightest single fit, otherwise take the biggest gain.
     chosen: list[Candidate] = []
     uids: set[str] = set()
@@ -136,16 +175,16 @@ def choose_victims(
         covered = len(freed)
         closing = [(g, c) for g, c in gains if covered + g >= needed]
         if closing:
-            _, pick = min(closing, key=lambda gc: (gc[0], _order(gc[1], now)))
+            _, pick = min(closing, key=lambda gc: (gc[0], gc[1].order))
         else:
-            best_gain, pick = min(gains, key=lambda gc: (-gc[0], _order(gc[1], now)))
+            best_gain, pick = min(gains, key=lambda gc: (-gc[0], gc[1].order))
             if best_gain <= 0:
                 break
         chosen.append(pick)
         remaining.remove(pick)
         uids.add(pick.unit.uid)
         for p in pick.pools | waiting:
-            (freed if occupants.get(p, set()) <= uids else waiting).add(p)
+            (freed if occupants.get(p, _NOBODY) <= uids else waiting).add(p)
         waiting -= freed
     covered = len(freed)
     if covered < needed:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 
 from hotswap.annotations import (
     KUEUE_PRIORITY_BOOST,
@@ -25,6 +28,7 @@ from hotswap.model import (
     Node,
     Pod,
     PodPhase,
+    ReplicatedJob,
     SliceShape,
     Workload,
     find_condition,
@@ -34,6 +38,7 @@ from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_group
 
 DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
+_NO_DEMAND: Mapping[SliceShape, int] = MappingProxyType({})
 
 
 @dataclass(slots=True, eq=False)
@@ -49,11 +54,14 @@ class Unit:
     kueue_priority: int
     pod_priority: int
     cluster_queue: ClusterQueue | None
-    live_pods: list[Pod] = field(default_factory=list)
-    departed: list[DepartedPod] = field(default_factory=list)
-    occupied: set[str] = field(default_factory=set)
+    # Read-only views, shared empty defaults: most JobSets of a large fleet are queued and have no pods, and
+    # not allocating containers for them keeps a pass's garbage-collector work small.
+    live_pods: Sequence[Pod] = ()
+    departed: Sequence[DepartedPod] = ()
+    occupied: AbstractSet[str] = frozenset()
     """Slices (pools) holding at least one non-terminal pod of this JobSet, any attempt."""
-    demand: dict[SliceShape, int] = field(default_factory=dict)
+    demand: Mapping[SliceShape, int] = field(default_factory=lambda: _NO_DEMAND)
+    """TPU slices needed per shape; JobSets with the same replicated jobs share one mapping."""
     held_by: HeldBy | None = None
     op: OpRecord | None = None
     key: str = field(init=False)
@@ -162,6 +170,14 @@ def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
     return base
 
 
+def _demand(replicated_jobs: tuple[ReplicatedJob, ...]) -> Mapping[SliceShape, int]:
+    demand: dict[SliceShape, int] = {}
+    for rj in replicated_jobs:
+        if rj.shape is not None and rj.replicas > 0:
+            demand[rj.shape] = demand.get(rj.shape, 0) + rj.replicas
+    return demand
+
+
 def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> World:
     keys = AnnotationKeys(config.annotation_domain)
     held_by_key, op_key = keys.held_by, keys.op
@@ -201,14 +217,14 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
 
     units: dict[str, Unit] = {}
     by_key: dict[tuple[str, str], Unit] = {}
+    demand_of: dict[tuple[ReplicatedJob, ...], Mapping[SliceShape, int]] = {}
     for js in snapshot.jobsets:
         if namespaces and js.namespace not in namespaces:
             continue
         wl = workload_by_owner.get(js.uid)
-        demand: dict[SliceShape, int] = {}
-        for rj in js.replicated_jobs:
-            if rj.shape is not None and rj.replicas > 0:
-                demand[rj.shape] = demand.get(rj.shape, 0) + rj.replicas
+        demand = demand_of.get(js.replicated_jobs)
+        if demand is None:
+            demand = demand_of[js.replicated_jobs] = _demand(js.replicated_jobs)
         unit = Unit(
             jobset=js,
             workload=wl,
@@ -227,11 +243,17 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         by_key[(js.namespace, js.name)] = unit
 
     occupants: dict[str, set[str]] = {}
+    pods_of: dict[Unit, list[Pod]] = {}
+    occupied_by: dict[Unit, set[str]] = {}
     max_pod_priority: dict[str, int] = {}
     for pod in snapshot.pods:
         owner = by_key.get((pod.namespace, pod.jobset_name))
         if owner is not None:
-            owner.live_pods.append(pod)
+            owned = pods_of.get(owner)
+            if owned is None:
+                pods_of[owner] = [pod]
+            else:
+                owned.append(pod)
             priority = pod.priority
             if priority is not None:
                 seen = max_pod_priority.get(owner.uid)
@@ -251,12 +273,23 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         else:
             there.add(occupant)
         if owner is not None:
-            owner.occupied.add(pool)
+            pools = occupied_by.get(owner)
+            if pools is None:
+                occupied_by[owner] = {pool}
+            else:
+                pools.add(pool)
     window_start = now - config.attribution_window
+    departed_of: dict[Unit, list[DepartedPod]] = {}
     for gone in snapshot.departed_pods:
         owner = by_key.get((gone.namespace, gone.jobset_name))
         if owner is not None and gone.gone_at >= window_start:
-            owner.departed.append(gone)
+            departed_of.setdefault(owner, []).append(gone)
+    for unit, owned in pods_of.items():
+        unit.live_pods = owned
+    for unit, pools in occupied_by.items():
+        unit.occupied = pools
+    for unit, departed in departed_of.items():
+        unit.departed = departed
 
     for uid, highest in max_pod_priority.items():
         # Victim side uses the highest pod priority seen (it must be strictly below the preemptor's), the

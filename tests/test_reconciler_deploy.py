@@ -68,7 +68,7 @@ def test_rbac_is_least_privilege(stack: str) -> None:
             if mutating:
                 writes.setdefault(resource, set()).update(mutating)
     # Writes only Workloads (spec.active + annotations) and Events; never deletes anything by default.
-    assert writes == {"workloads": {"patch", "update"}, "events": {"create", "patch"}}
+    assert writes == {"workloads": {"patch"}, "events": {"create"}}
     lease = find(stack, "Role", "hotswap-reconciler-leader-election")
     assert {r["resources"][0] for r in lease["rules"]} == {"leases"}
     assert find(stack, "ServiceAccount")["automountServiceAccountToken"] is False

@@ -76,14 +76,17 @@ def cluster_role(config: PlatformConfig) -> dict[str, Any]:
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list", "watch"]},
-        # The only objects it writes: spec.active and hold annotations on Workloads. No status, no delete.
         {
             "apiGroups": ["kueue.x-k8s.io"],
-            "resources": ["workloads"],
-            "verbs": ["get", "list", "watch", "patch", "update"],
+            "resources": ["clusterqueues", "resourceflavors", "topologies"],
+            "verbs": ["get", "list", "watch"],
         },
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        # Pod priority of a JobSet comes from its PriorityClass.
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list", "watch"]},
+        # The only objects it writes: spec.active and hold annotations on Workloads (merge patches conditional
+        # on resourceVersion). No status, no delete, no update.
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     ]
     if fast_fail_enabled(config):
         # Opt-in fast-fail of a preemptor's pods stuck on unreachable nodes (research B.6.3).

@@ -1,7 +1,5 @@
 """TpuPlatform: the whole environment of one stack, composed from the smaller components."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 import pulumi
@@ -24,6 +22,17 @@ class TpuPlatformArgs(TypedDict):
 class TpuPlatform(pulumi.ComponentResource):
     """GKE + TPU v6e cluster, Kueue/JobSet, priority tiers and queues, and the hotswap reconciler."""
 
+    cluster_name: pulumi.Output[str]
+    """Name of the GKE cluster."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig using gke-gcloud-auth-plugin (secret)."""
+    priority_tiers: pulumi.Output[list[str]]
+    """Priority tier names, highest first."""
+    cluster_queues: pulumi.Output[list[str]]
+    """Kueue ClusterQueue names."""
+    local_queues: pulumi.Output[list[str]]
+    """Kueue LocalQueues as `namespace/name`."""
+
     def __init__(self, name: str, args: TpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, {}, opts)
         raw = args["platform"]
@@ -44,11 +53,17 @@ class TpuPlatform(pulumi.ComponentResource):
             if self.config.hotswap.enabled
             else None
         )
+        self.cluster_name = self.cluster.cluster_name
+        self.kubeconfig = self.cluster.kubeconfig
+        self.priority_tiers = self.priorities.tier_names
+        self.cluster_queues = self.queues.cluster_queue_names
+        self.local_queues = self.queues.local_queues
         self.register_outputs(
             {
-                "clusterName": self.cluster.cluster_name,
-                "clusterQueues": self.queues.cluster_queue_names,
-                "localQueues": self.queues.local_queues,
-                "priorityTiers": self.priorities.tier_names,
+                "cluster_name": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "priority_tiers": self.priority_tiers,
+                "cluster_queues": self.cluster_queues,
+                "local_queues": self.local_queues,
             }
         )

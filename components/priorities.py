@@ -1,7 +1,5 @@
 """PriorityTiers: a PriorityClass and a Kueue WorkloadPriorityClass per tier, same name and value."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 import pulumi

@@ -1,7 +1,5 @@
 """TpuCluster: a hardened GKE cluster with TPU v6e slice node pools and a Kubernetes provider for it."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 import pulumi

@@ -1,7 +1,5 @@
 """KueueJobSet: Kueue and JobSet from their official Helm charts, on the system node pool."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 import pulumi

@@ -1,7 +1,5 @@
 """TpuQueues: Kueue ResourceFlavors, Cohorts, ClusterQueues, team namespaces and LocalQueues from stack config."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 import pulumi

@@ -1,7 +1,5 @@
 """HotswapReconciler: deploys the bundled reconciler with least-privilege RBAC and restricted pod security."""
 
-from __future__ import annotations
-
 import hashlib
 from typing import Any, TypedDict
 

@@ -1,7 +1,5 @@
 """TPU workload templates: `tpu_jobset()` for YAML/kubectl users and the `TpuJobSet` component for Pulumi."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 import pulumi

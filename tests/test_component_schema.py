@@ -1,0 +1,53 @@
+"""The cross-language contract: the schema Pulumi generates for the components (what `pulumi package add` sees)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pulumi.provider.experimental.component import ComponentProvider
+
+from components.provider import PACKAGE_NAME, hosted_components
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    provider = ComponentProvider(hosted_components(), PACKAGE_NAME, None, "0.1.0")
+    raw = provider.schema
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+def test_every_component_is_served_under_its_class_name(schema: dict[str, Any]) -> None:
+    tokens = set(schema["resources"])
+    assert tokens == {f"{PACKAGE_NAME}:index:{c.__name__}" for c in hosted_components()}
+    for component in hosted_components():
+        assert getattr(component, "__module__", "").startswith("components.")
+
+
+def test_platform_config_is_one_object_input(schema: dict[str, Any]) -> None:
+    for token, resource in schema["resources"].items():
+        assert resource["isComponent"] is True
+        if token.endswith(":TpuJobSet"):
+            assert set(resource["inputProperties"]) == {"jobset"}
+        else:
+            assert set(resource["inputProperties"]) == {"platform"}, token
+            assert resource["inputProperties"]["platform"]["description"].startswith("The platform settings")
+
+
+def test_cluster_outputs_are_described(schema: dict[str, Any]) -> None:
+    cluster = schema["resources"][f"{PACKAGE_NAME}:index:TpuCluster"]
+    assert set(cluster["properties"]) == {
+        "clusterName",
+        "endpoint",
+        "location",
+        "kubeconfig",
+        "systemPoolName",
+        "tpuNodePoolNames",
+    }
+    assert all(p.get("description") for p in cluster["properties"].values())
+
+
+def test_platform_exposes_the_stack_outputs(schema: dict[str, Any]) -> None:
+    platform = schema["resources"][f"{PACKAGE_NAME}:index:TpuPlatform"]
+    assert set(platform["properties"]) == {"clusterName", "kubeconfig", "priorityTiers", "clusterQueues", "localQueues"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hotswap.annotations import OpRecord
@@ -10,17 +9,7 @@ from hotswap.model import SliceShape
 from hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
 from hotswap.planner.disruption import Disruption, deficit, infra_evidence
 from hotswap.planner.ops import Ledger, hold_action, record_action
-from hotswap.planner.victims import (
-    Candidate,
-    ScopeGroup,
-    VictimOrder,
-    candidate_pools,
-    choose_victims,
-    lower_priority,
-    scope_group,
-    victim_order,
-    why_not_victim,
-)
+from hotswap.planner.victims import VictimIndex, choose_victims
 from hotswap.planner.world import Unit, World
 
 
@@ -87,22 +76,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         queue.append((unit, evidence))
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
 
-    disrupted_uids = set(disrupted)
-    # Every possible victim once, best first (`victim_order`); preemptors walk it only as far as they need.
-    ranked = sorted(
-        (
-            (victim_order(u, world.now), u)
-            for u in world.units.values()
-            if why_not_victim(world, u, disrupted_uids, ledger.claimed) is None
-        ),
-        key=lambda ou: ou[0],
-    )
-    ranked_by_scope: dict[ScopeGroup, list[tuple[VictimOrder, Unit]]] = {}
-    for order, victim in ranked:
-        group = scope_group(world, victim)
-        if group is not None:
-            ranked_by_scope.setdefault(group, []).append((order, victim))
-    gone: set[str] = set()  # victims of operations planned earlier in this pass
+    victim_index = VictimIndex(world, set(disrupted), ledger.claimed)
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
     budget = world.config.max_victims_per_pass
@@ -130,11 +104,9 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
             k = remaining[shape] - len(avail)
             if k > 0:
-                skip = gone | {v.uid for v in victims}
+                chosen = {v.uid for v in victims}
                 excluded = ledger.reserved | set(taken) | set(assigned)
-                group = scope_group(world, preemptor)
-                in_scope = ranked_by_scope.get(group, []) if group is not None else []
-                candidates = _candidates(world, preemptor, shape, in_scope, skip, excluded)
+                candidates = victim_index.candidates(preemptor, shape, chosen, excluded)
                 choice = choose_victims(k, candidates, world.occupants)
                 if choice is None:
                     reason = f"no lower-priority victims can free {k} more {shape.key} slice(s)"
@@ -186,31 +158,11 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
                     op_id,
                 )
             )
-        gone.update(v.uid for v in victims)
+        victim_index.take(victims)
         budget -= len(victims)
         planned += 1
         held += len(victims)
     return blocked, planned, held
-
-
-def _candidates(
-    world: World,
-    preemptor: Unit,
-    shape: SliceShape,
-    ranked: list[tuple[VictimOrder, Unit]],
-    skip: set[str],
-    excluded: set[str],
-) -> Iterator[Candidate]:
-    """Lazily, in victim order: lower-priority victims from `ranked` (the preemptor's scope group) occupying
-    usable `shape` slices not in `excluded`."""
-    for order, victim in ranked:
-        if victim.kueue_priority >= preemptor.kueue_priority:
-            return  # ranked by Kueue priority first: no later victim is lower
-        if victim.uid in skip or victim.workload is None or not lower_priority(preemptor, victim):
-            continue
-        pools = candidate_pools(world, victim, shape, excluded)
-        if pools:
-            yield Candidate(victim, pools, order)
 
 
 def _freed(world: World, victims: list[Unit], ledger: Ledger, taken: list[str]) -> list[str]:

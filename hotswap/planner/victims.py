@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
@@ -114,6 +114,64 @@ def candidate_pools(world: World, victim: Unit, shape: SliceShape, reserved: Abs
     return frozenset(pools)
 
 
+class VictimIndex:
+    """This pass's possible victims, ranked once by `victim_order` and grouped by `scope_group`.
+
+    A preemptor walks only its own group, lowest priority first, and only as far as `choose_victims` needs;
+    each victim's usable slices per shape are computed once and shared by every preemptor.
+    """
+
+    __slots__ = ("_by_scope", "_gone", "_usable", "_world")
+
+    def __init__(self, world: World, disrupted: set[str], claimed: set[str]) -> None:
+        self._world = world
+        ranked = sorted(
+            (
+                (victim_order(u, world.now), u)
+                for u in world.units.values()
+                if why_not_victim(world, u, disrupted, claimed) is None
+            ),
+            key=lambda ou: ou[0],
+        )
+        self._by_scope: dict[ScopeGroup, list[tuple[VictimOrder, Unit]]] = {}
+        for order, victim in ranked:
+            group = scope_group(world, victim)
+            if group is not None:
+                self._by_scope.setdefault(group, []).append((order, victim))
+        self._usable: dict[tuple[str, SliceShape], frozenset[str]] = {}
+        self._gone: set[str] = set()
+
+    def take(self, victims: Iterable[Unit]) -> None:
+        """Victims of an operation just planned: no later preemptor may choose them."""
+        self._gone.update(v.uid for v in victims)
+
+    def candidates(
+        self, preemptor: Unit, shape: SliceShape, chosen: AbstractSet[str], excluded: AbstractSet[str]
+    ) -> Iterator[Candidate]:
+        """Lazily, in victim order: the preemptor's in-scope lower-priority victims, except `chosen` uids, that
+        occupy usable `shape` slices not in `excluded`."""
+        group = scope_group(self._world, preemptor)
+        if group is None:
+            return
+        for order, victim in self._by_scope.get(group, ()):
+            if victim.kueue_priority >= preemptor.kueue_priority:
+                return  # ranked by Kueue priority first: no later victim is lower
+            if victim.uid in self._gone or victim.uid in chosen or not lower_priority(preemptor, victim):
+                continue
+            pools = self._usable_pools(victim, shape)
+            if pools and not pools.isdisjoint(excluded):
+                pools = pools - excluded
+            if pools:
+                yield Candidate(victim, pools, order)
+
+    def _usable_pools(self, victim: Unit, shape: SliceShape) -> frozenset[str]:
+        key = (victim.uid, shape)
+        pools = self._usable.get(key)
+        if pools is None:
+            pools = self._usable[key] = candidate_pools(self._world, victim, shape, _NOBODY)
+        return pools
+
+
 def freed_count(chosen: Iterable[Candidate], occupants: Mapping[str, set[str]]) -> int:
     """Slices all of whose occupants are chosen (I2: a shared slice needs every occupant)."""
     members = list(chosen)
@@ -122,7 +180,13 @@ def freed_count(chosen: Iterable[Candidate], occupants: Mapping[str, set[str]]) 
     return sum(1 for p in pools if occupants.get(p, _NOBODY) <= uids)
 
 
-def _gain(c: Candidate, uids: set[str], freed: set[str], waiting: set[str], occupants: Mapping[str, set[str]]) -> int:
+def _gain(
+    c: Candidate,
+    uids: AbstractSet[str],
+    freed: AbstractSet[str],
+    waiting: AbstractSet[str],
+    occupants: Mapping[str, set[str]],
+) -> int:
     """Slices that choosing `c` would newly free (its own, and shared ones it completes)."""
     with_c = uids | {c.unit.uid}
     own = sum(1 for p in c.pools if p not in freed and occupants.get(p, _NOBODY) <= with_c)
@@ -130,40 +194,36 @@ def _gain(c: Candidate, uids: set[str], freed: set[str], waiting: set[str], occu
     return own + shared
 
 
-def _lowest_covering_levels(
-    needed: int, ordered: Iterable[Candidate], occupants: Mapping[str, set[str]]
-) -> list[Candidate] | None:
-    """The shortest prefix of whole Kueue priority levels whose candidates together free ≥ `needed` slices.
-
-    `ordered` is consumed lazily and only up to the covering level, so a caller may generate candidates on
-    demand (the expensive part) and never build those a lower level already makes unnecessary.
-    """
-    prefix: list[Candidate] = []
-    level: int | None = None
-    for candidate in ordered:
-        if level is not None and candidate.unit.kueue_priority != level and freed_count(prefix, occupants) >= needed:
-            return prefix
-        level = candidate.unit.kueue_priority
-        prefix.append(candidate)
-    if prefix and freed_count(prefix, occupants) >= needed:
-        return prefix
-    return None
-
-
 def choose_victims(
     needed: int, ordered: Iterable[Candidate], occupants: Mapping[str, set[str]]
 ) -> list[Candidate] | None:
     """Pick a victim set freeing ≥ `needed` slices, minimising (max priority, count, surplus, progress, name).
 
-    `ordered` must be sorted by `Candidate.order`. None if even all candidates cannot cover it (then nothing is
-    evicted, I6).
+    `ordered` must be sorted by `Candidate.order`; it is consumed lazily and only as far as needed, so callers
+    can generate candidates on demand. None if even all candidates cannot cover it (then nothing is evicted, I6).
     """
     if needed <= 0:
         return []
     # 1. Lowest achievable maximum priority: add whole priority levels until covered.
-    pool = _lowest_covering_levels(needed, ordered, occupants)
-    if pool is None:
-        return None
+    prefix: list[Candidate] = []
+    level: int | None = None
+    for candidate in ordered:
+        if level is not None and candidate.unit.kueue_priority != level and freed_count(prefix, occupants) >= needed:
+            break
+        if _gain(candidate, _NOBODY, _NOBODY, _NOBODY, occupants) == needed:
+            # Coverage only grows, so its level is the covering one, and step 2 would pick it first and alone
+            # (the first exact fit in order beats every other candidate): the rest need not be generated.
+            return [candidate]
+        level = candidate.unit.kueue_priority
+        prefix.append(candidate)
+    else:
+        if not prefix or freed_count(prefix, occupants) < needed:
+            return None
+    return _greedy(needed, prefix, occupants)
+
+
+def _greedy(needed: int, pool: list[Candidate], occupants: Mapping[str, set[str]]) -> list[Candidate]:
+    """Steps 2 and 3 of `choose_victims` on the covering level prefix `pool` (in victim order)."""
     # 2. Greedy: finish with the tightest single fit, otherwise take the biggest gain.
     chosen: list[Candidate] = []
     uids: set[str] = set()
@@ -171,23 +231,30 @@ def choose_victims(
     waiting: set[str] = set()  # chosen slices still shared with an unchosen occupant
     remaining = list(pool)
     while len(freed) < needed and remaining:
-        gains = [(_gain(c, uids, freed, waiting, occupants), c) for c in remaining]
-        covered = len(freed)
-        closing = [(g, c) for g, c in gains if covered + g >= needed]
-        if closing:
-            _, pick = min(closing, key=lambda gc: (gc[0], gc[1].order))
-        else:
-            best_gain, pick = min(gains, key=lambda gc: (-gc[0], gc[1].order))
-            if best_gain <= 0:
+        short = needed - len(freed)
+        gains: list[tuple[int, Candidate]] = []
+        pick: Candidate | None = None
+        for c in remaining:
+            gain = _gain(c, uids, freed, waiting, occupants)
+            if gain == short:
+                pick = c  # the tightest possible fit, and first in victim order: nothing later beats it
                 break
+            gains.append((gain, c))
+        if pick is None:
+            closing = [(g, c) for g, c in gains if g >= short]
+            if closing:
+                _, pick = min(closing, key=lambda gc: (gc[0], gc[1].order))
+            else:
+                best_gain, pick = min(gains, key=lambda gc: (-gc[0], gc[1].order))
+                if best_gain <= 0:
+                    break
         chosen.append(pick)
         remaining.remove(pick)
         uids.add(pick.unit.uid)
         for p in pick.pools | waiting:
             (freed if occupants.get(p, _NOBODY) <= uids else waiting).add(p)
         waiting -= freed
-    covered = len(freed)
-    if covered < needed:
+    if len(freed) < needed:
         # Only shared slices left: every co-occupant must go; take the whole level prefix and minimise.
         chosen = list(pool)
     # 3. Reverse minimisation: drop any victim not needed for coverage (I7).

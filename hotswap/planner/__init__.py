@@ -61,10 +61,11 @@ def _fast_fail(world: World, ledger: Ledger) -> None:
     """B.6.3, opt-in twice (config and JobSet annotation): only pods on nodes unreachable for `after`."""
     if not world.config.fast_fail.enabled:
         return
-    after = world.config.fast_fail.after
-    for unit in sorted(world.units.values(), key=lambda u: u.key):
+    after, opt_in = world.config.fast_fail.after, world.keys.fast_fail
+    opted = (u for u in world.units.values() if is_true(u.jobset.annotations, opt_in))
+    for unit in sorted(opted, key=lambda u: u.key):
         js = unit.jobset
-        if not is_true(js.annotations, world.keys.fast_fail) or js.terminal_state is not None:
+        if js.terminal_state is not None:
             continue
         for pod in sorted(unit.live_pods, key=lambda p: p.name):
             if pod.node_name is None or pod.terminal:

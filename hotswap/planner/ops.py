@@ -81,9 +81,11 @@ def advance_ops(world: World, ledger: Ledger) -> None:
     for unit in world.units.values():
         if unit.held_by is not None and unit.workload is not None and not unit.workload.active:
             held_for[unit.held_by.uid].append(unit)
-    by_workload = {u.workload.key: u for u in world.units.values() if u.workload is not None}
+    by_workload: dict[str, Unit] | None = None  # built on first need: most passes have no open operation
 
-    for preemptor in sorted(world.units.values(), key=lambda u: u.key):
+    # Only units with an op or held victims can have an operation; sorting just those keeps the key order.
+    with_ops = (u for u in world.units.values() if u.op is not None or u.uid in held_for)
+    for preemptor in sorted(with_ops, key=lambda u: u.key):
         op = preemptor.op
         if preemptor.workload is None:
             continue
@@ -103,6 +105,8 @@ def advance_ops(world: World, ledger: Ledger) -> None:
             _clear(world, preemptor, op, EventReason.DONE, "preemptor placed on healthy slices", ledger)
             continue
         ledger.claim(preemptor.uid, op)
+        if by_workload is None:
+            by_workload = {u.workload.key: u for u in world.units.values() if u.workload is not None}
         # C2: the op was recorded but a crash (or a conflict) stopped some holds; finish them.
         for victim_key in op.victims:
             victim = by_workload.get(victim_key)

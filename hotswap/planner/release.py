@@ -52,11 +52,12 @@ def _take(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> lis
 def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]]:
     """Demand still unplaced of recently released Workloads: it is booked against free slices (E5)."""
     booked = []
+    released_at = world.keys.released_at
     for unit in units:
         wl = unit.workload
         if wl is None or unit.held_by is not None or not wl.active:
             continue
-        released = parse_time(wl.annotations.get(world.keys.released_at, ""))
+        released = parse_time(wl.annotations.get(released_at, ""))
         if released is None or world.now - released >= world.config.release_settle:
             continue
         missing = {s: n - supply(world, unit, s) for s, n in unit.demand.items()}

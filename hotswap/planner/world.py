@@ -80,11 +80,11 @@ class Unit:
         self.running_in_kueue = (
             wl is not None
             and wl.active
+            and not js.suspended
+            and js.terminal_state is None
             and wl.admitted
             and not wl.evicted
             and not wl.finished
-            and not js.suspended
-            and js.terminal_state is None
         )
         self.movable = (
             js.exclusive_topology == NODEPOOL_LABEL

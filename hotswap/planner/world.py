@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import MappingProxyType
 
 from hotswap.annotations import (
     KUEUE_PRIORITY_BOOST,
@@ -28,7 +27,6 @@ from hotswap.model import (
     Node,
     Pod,
     PodPhase,
-    ReplicatedJob,
     SliceShape,
     Workload,
     find_condition,
@@ -38,7 +36,6 @@ from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_group
 
 DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
-_NO_DEMAND: Mapping[SliceShape, int] = MappingProxyType({})
 
 
 @dataclass(slots=True, eq=False)
@@ -60,8 +57,6 @@ class Unit:
     departed: Sequence[DepartedPod] = ()
     occupied: AbstractSet[str] = frozenset()
     """Slices (pools) holding at least one non-terminal pod of this JobSet, any attempt."""
-    demand: Mapping[SliceShape, int] = field(default_factory=lambda: _NO_DEMAND)
-    """TPU slices needed per shape; JobSets with the same replicated jobs share one mapping."""
     held_by: HeldBy | None = None
     op: OpRecord | None = None
     key: str = field(init=False)
@@ -72,6 +67,7 @@ class Unit:
     """Admitted, active and not being evicted or finished; the JobSet is live."""
     movable: bool = field(init=False)
     """Default-strategy exclusive placement per node pool, default controller (B.3, B15)."""
+    _demand: Mapping[SliceShape, int] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         js, wl = self.jobset, self.workload
@@ -91,6 +87,17 @@ class Unit:
             and not js.node_selector_strategy
             and js.managed_by in (None, "", DEFAULT_JOBSET_CONTROLLER)
         )
+
+    @property
+    def demand(self) -> Mapping[SliceShape, int]:
+        """TPU slices needed per shape. Computed on first use: only disrupted, held or released units need it."""
+        if self._demand is None:
+            demand: dict[SliceShape, int] = {}
+            for rj in self.jobset.replicated_jobs:
+                if rj.shape is not None and rj.replicas > 0:
+                    demand[rj.shape] = demand.get(rj.shape, 0) + rj.replicas
+            self._demand = demand
+        return self._demand
 
     def workload_ref(self) -> ObjectRef:
         wl = self.workload
@@ -170,14 +177,6 @@ def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
     return base
 
 
-def _demand(replicated_jobs: tuple[ReplicatedJob, ...]) -> Mapping[SliceShape, int]:
-    demand: dict[SliceShape, int] = {}
-    for rj in replicated_jobs:
-        if rj.shape is not None and rj.replicas > 0:
-            demand[rj.shape] = demand.get(rj.shape, 0) + rj.replicas
-    return demand
-
-
 def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> World:
     keys = AnnotationKeys(config.annotation_domain)
     held_by_key, op_key = keys.held_by, keys.op
@@ -217,21 +216,16 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
 
     units: dict[str, Unit] = {}
     by_key: dict[tuple[str, str], Unit] = {}
-    demand_of: dict[tuple[ReplicatedJob, ...], Mapping[SliceShape, int]] = {}
     for js in snapshot.jobsets:
         if namespaces and js.namespace not in namespaces:
             continue
         wl = workload_by_owner.get(js.uid)
-        demand = demand_of.get(js.replicated_jobs)
-        if demand is None:
-            demand = demand_of[js.replicated_jobs] = _demand(js.replicated_jobs)
         unit = Unit(
             jobset=js,
             workload=wl,
             kueue_priority=_kueue_priority(wl, boost_enabled),
             pod_priority=js.pod_priority or 0,
             cluster_queue=queues.get(wl.cluster_queue) if wl is not None and wl.cluster_queue else None,
-            demand=demand,
         )
         if wl is not None:
             annotations = wl.annotations

@@ -9,6 +9,7 @@ the load average.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import random
@@ -77,6 +78,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per size; the best p99 is reported")
     args = parser.parse_args()
     config = HotswapConfig(max_victims_per_pass=64)
+    medians: list[tuple[int, float]] = []
     for slices in args.slices:
         snapshot = build(slices).snapshot()
         result = plan(snapshot, T0, config)
@@ -97,6 +99,10 @@ def main() -> None:
             f"  plan ms (best of {args.rounds}x{args.samples}): p50={statistics.median(best):.1f} "
             f"p99={p99(best):.1f} max={best[-1]:.1f} min={best[0]:.1f} | load average {load}"
         )
+        medians.append((slices, statistics.median(best)))
+    for (n, small), (m, large) in itertools.pairwise(medians):
+        nlogn = (m * math.log2(m)) / (n * math.log2(n))
+        print(f"growth {n}->{m} slices: p50 x{large / small:.2f} (n log n would be x{nlogn:.2f})")
 
 
 if __name__ == "__main__":

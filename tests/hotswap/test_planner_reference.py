@@ -464,7 +464,7 @@ def crowded_fleets(draw: st.DrawFn) -> ClusterSnapshot:
         size = draw(st.integers(1, 3))
         on = []
         for _ in range(size):
-            if used and draw(st.integers(0, 4)) == 0:
+            if used and (not free or draw(st.integers(0, 4)) == 0):
                 on.append(draw(st.sampled_from(used)))  # shared with an earlier job
             else:
                 on.append(free.pop(0))

@@ -12,8 +12,8 @@ from hotswap.config import HotswapConfig, Scope
 from hotswap.model import ClusterSnapshot
 from hotswap.planner import plan
 from hotswap.planner.simulate import apply_actions
-from tests.hotswap.builders import T0, Fleet, JobSetBuilder
-from tests.hotswap.invariants import assert_invariants, idempotence_violations
+from tests.planner.builders import T0, Fleet, JobSetBuilder
+from tests.planner.invariants import assert_invariants, idempotence_violations
 
 FAIL_MODES = ("unreachable", "not-ready", "cordon", "deleted")
 

@@ -1,6 +1,6 @@
 """Measure plan() on fleets of 32 … 1,024 slices with 4x as many JobSets (not a test).
 
-Run: `python -m tests.hotswap.bench_planner [--slices 32 256 1024] [--samples 30] [--rounds 3]`.
+Run: `python -m tests.planner.bench_planner [--slices 32 256 1024] [--samples 30] [--rounds 3]`.
 The target is p99 ≤ 100 ms at 1,024 slices / 4,096 JobSets, growing no worse than n·log n. The machine is
 shared, so each size is measured in several rounds and the best round (lowest p99) is reported together with
 the load average.
@@ -20,7 +20,7 @@ from datetime import timedelta
 from hotswap.config import HotswapConfig
 from hotswap.model import ClusterSnapshot
 from hotswap.planner import plan
-from tests.hotswap.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
+from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
 
 SLICES = 1024
 JOBSETS_PER_SLICE = 4

@@ -22,8 +22,8 @@ from hotswap.planner.actions import (
     ReleaseVictim,
 )
 from hotswap.planner.simulate import apply_actions
-from tests.hotswap.builders import T0, Fleet, JobSetBuilder, NodeBuilder, PodBuilder, WorkloadBuilder
-from tests.hotswap.invariants import assert_invariants, idempotence_violations
+from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, PodBuilder, WorkloadBuilder
+from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig()
 KEYS = AnnotationKeys(CFG.annotation_domain)

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from hotswap.model import TaintEffect
 from hotswap.slices import SliceHealth, classify_slices, slice_key
-from tests.hotswap.builders import T0, NodeBuilder, slice_nodes
+from tests.planner.builders import T0, NodeBuilder, slice_nodes
 
 
 def test_single_host_pool_nodes_are_separate_slices() -> None:

@@ -49,7 +49,7 @@ from hotswap.slices import (
     expected_host_count,
     slice_key,
 )
-from tests.hotswap.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
+from tests.planner.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
 
 KEYS = AnnotationKeys(HotswapConfig().annotation_domain)
 FAIL_MODES = ("unreachable", "not-ready", "cordon", "deleted")

@@ -133,9 +133,7 @@ class KubeObject:
         return shown if self.source in ("", self.name) else f"{shown} (Pulumi resource '{self.source}')"
 
 
-def kubernetes_objects(
-    resource_type: str, props: Mapping[str, Any], resource_name: str = ""
-) -> list[KubeObject]:
+def kubernetes_objects(resource_type: str, props: Mapping[str, Any], resource_name: str = "") -> list[KubeObject]:
     """The manifests a resource declares: itself for a Kubernetes kind, its objects for a ConfigGroup."""
     if resource_type in CONFIG_GROUP_TYPES:
         manifests = [m for m in items(dig(props, "objs")) if isinstance(m, Mapping)]
@@ -144,9 +142,7 @@ def kubernetes_objects(
             if isinstance(chunk, str):
                 manifests += [d for d in yaml.safe_load_all(chunk) if isinstance(d, Mapping)]
         return [
-            KubeObject(
-                str(dig(m, "apiVersion", default="")), str(dig(m, "kind", default="")), m, resource_name
-            )
+            KubeObject(str(dig(m, "apiVersion", default="")), str(dig(m, "kind", default="")), m, resource_name)
             for m in manifests
         ]
     match = _K8S_TYPE.match(resource_type)
@@ -208,9 +204,7 @@ def stack_name_from_urn(urn: str) -> str:
     return urn.split("::", 1)[0].removeprefix("urn:pulumi:") if urn.startswith("urn:pulumi:") else ""
 
 
-def _unique_objects(
-    resources: Iterable[ResourceView], kind: str, group: str | None = None
-) -> list[KubeObject]:
+def _unique_objects(resources: Iterable[ResourceView], kind: str, group: str | None = None) -> list[KubeObject]:
     """Objects of a kind, once per (group, name): a ConfigGroup's objs and its children may both appear."""
     seen: dict[tuple[str, str], KubeObject] = {}
     for resource in resources:
@@ -264,9 +258,19 @@ def check_global_default(resources: Sequence[ResourceView], cfg: Config) -> Iter
             )
 
 
+# A PriorityClass labelled with this (value "controllers") is for platform controllers, never for TPU work.
+PRIORITY_CLASS_ROLE_LABEL = "gke-tpu-priority.io/priority-class-role"
+
+
 def _exempt_priority_classes(resources: Sequence[ResourceView], cfg: Config) -> set[str]:
-    """Classes that are not TPU-work classes: configured ones, system-*, and those only non-TPU pods use."""
+    """Classes that are not TPU-work classes: configured ones, system-*, labelled controller classes, and those
+    only non-TPU pods use."""
     exempt = set(cfg.get("exemptPriorityClasses") or [])
+    for resource in resources:
+        for obj in resource.objects():
+            role = dig(obj.manifest, "metadata", "labels", PRIORITY_CLASS_ROLE_LABEL)
+            if obj.kind == "PriorityClass" and role == "controllers":
+                exempt.add(obj.name)
     used_by_tpu: set[str] = set()
     used_elsewhere: set[str] = set()
     for resource in resources:
@@ -320,9 +324,7 @@ def check_kueue_api_version(obj: KubeObject, cfg: Config) -> Iterator[str]:
 
 
 # Fields of ClusterQueue.spec.preemption in Kueue v1beta2 (v0.19.2 CRD).
-CLUSTER_QUEUE_PREEMPTION_FIELDS = frozenset(
-    {"withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"}
-)
+CLUSTER_QUEUE_PREEMPTION_FIELDS = frozenset({"withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"})
 
 
 def check_cluster_queue(obj: KubeObject, cfg: Config) -> Iterator[str]:
@@ -343,11 +345,7 @@ def check_cluster_queue(obj: KubeObject, cfg: Config) -> Iterator[str]:
     for index, group in enumerate(items(dig(spec, "resourceGroups"))):
         if not items(dig(group, "coveredResources")):
             resources = sorted(
-                {
-                    str(dig(r, "name"))
-                    for f in items(dig(group, "flavors"))
-                    for r in items(dig(f, "resources"))
-                }
+                {str(dig(r, "name")) for f in items(dig(group, "flavors")) for r in items(dig(f, "resources"))}
             )
             yield (
                 f"{obj.label} spec.resourceGroups[{index}] has no coveredResources; list the resources its "
@@ -576,9 +574,7 @@ def check_restricted_pod_security(obj: KubeObject, cfg: Config) -> Iterator[str]
                 yield f"{who} is privileged; remove privileged: true."
             if "ALL" not in items(dig(context, "capabilities", "drop")):
                 yield f"{who} keeps Linux capabilities; set capabilities.drop: [ALL]."
-            seccomp = dig(
-                context, "seccompProfile", "type", default=dig(pod_context, "seccompProfile", "type")
-            )
+            seccomp = dig(context, "seccompProfile", "type", default=dig(pod_context, "seccompProfile", "type"))
             if seccomp not in ("RuntimeDefault", "Localhost"):
                 yield f"{who} has seccomp profile {seccomp or 'unset'}; set seccompProfile.type: RuntimeDefault."
 
@@ -618,9 +614,7 @@ def _config_schema(properties: Mapping[str, Mapping[str, Any]] | None) -> Policy
     return PolicyConfigSchema(properties={k: dict(v) for k, v in properties.items()}) if properties else None
 
 
-def effective_config(
-    policy: ResourceValidationPolicy | StackValidationPolicy, given: Config
-) -> dict[str, Any]:
+def effective_config(policy: ResourceValidationPolicy | StackValidationPolicy, given: Config) -> dict[str, Any]:
     """Schema defaults overlaid with the configured values (the engine fills defaults; unit tests may not)."""
     schema = policy.config_schema.properties if policy.config_schema else {}
     merged = {key: spec["default"] for key, spec in schema.items() if "default" in spec}

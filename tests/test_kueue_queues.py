@@ -317,3 +317,13 @@ def test_bad_kueue_settings_are_rejected(kueue: dict[str, Any], expected: str) -
 def test_cohort_parent_cycle_is_rejected() -> None:
     found = problems(queues={"cohorts": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]})
     assert any("is part of a parent cycle" in p for p in found), found
+
+
+def test_controllers_run_above_every_tier_with_a_class_gke_admits_outside_kube_system() -> None:
+    (pc,) = [o for o in of_kind("prod", "PriorityClass") if o["metadata"]["name"] == "tpu-platform-controllers"]
+    tiers = [t.value for t in config_of("prod").priorities]
+    assert max(tiers) < pc["value"] <= 1_000_000_000 and pc["preemptionPolicy"] == "Never"
+    assert pc["metadata"]["labels"]["gke-tpu-priority.io/priority-class-role"] == "controllers"
+    assert (
+        kueue_values(config_of("prod"))["controllerManager"]["manager"]["priorityClassName"] == pc["metadata"]["name"]
+    )

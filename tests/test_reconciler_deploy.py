@@ -99,7 +99,7 @@ def test_reconciler_priority_is_above_every_tier() -> None:
     tiers = [
         o["value"]
         for o in kubernetes_objects(stack_run("prod").resources)
-        if o["kind"] == "PriorityClass" and o["metadata"]["name"] != "hotswap-reconciler"
+        if o["kind"] == "PriorityClass" and "gke-tpu-priority.io/priority-tier" in o["metadata"]["labels"]
     ]
     assert reconciler["value"] > max(tiers)
     assert reconciler["value"] <= 1_000_000_000

@@ -8,13 +8,33 @@ import yaml
 
 from components.cluster.node_pools import SYSTEM_LABEL
 from components.config import PlatformConfig, parse_platform_config
-from components.kube.objects import inherited_depends_on, namespace
+from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
 from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
 
 TYPE_TOKEN = "gke-tpu-priority:index:KueueJobSet"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 SYSTEM_NODE_SELECTOR = {SYSTEM_LABEL: "true"}
+CONTROLLERS_PRIORITY_CLASS = "tpu-platform-controllers"
+MAX_USER_PRIORITY = 1_000_000_000
+
+
+def controllers_priority_class(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": CONTROLLERS_PRIORITY_CLASS,
+            "labels": {
+                "app.kubernetes.io/managed-by": "gke-tpu-priority",
+                "gke-tpu-priority.io/priority-class-role": "controllers",
+            },
+        },
+        "value": min(MAX_USER_PRIORITY, max(t.value for t in config.priorities) + 1_000_000),
+        "globalDefault": False,
+        "preemptionPolicy": "Never",
+        "description": "Kueue and JobSet controllers: above every TPU tier, so admission never waits on them.",
+    }
 
 
 class KueueJobSetArgs(TypedDict):
@@ -34,8 +54,9 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
                     "pullPolicy": "IfNotPresent",
                 },
                 "resources": controller_resources(fleet_slices(config)),
-                # Admission stops when Kueue is down; keep it above every workload tier.
-                "priorityClassName": "system-cluster-critical",
+                # Admission stops when Kueue is down; keep it above every workload tier. (GKE admits the
+                # system-*-critical classes only in kube-system, hence a class of our own.)
+                "priorityClassName": CONTROLLERS_PRIORITY_CLASS,
             },
             "nodeSelector": SYSTEM_NODE_SELECTOR,
             "podDisruptionBudget": {"enabled": kueue.replicas > 1, "minAvailable": 1},
@@ -71,6 +92,7 @@ class KueueJobSet(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, depends_on=outer)
         self.jobset_ns = namespace(f"{name}-jobset-ns", config.jobset.namespace, opts=child)
         self.kueue_ns = namespace(f"{name}-kueue-ns", config.kueue.namespace, opts=child)
+        self.priority_class = KubernetesObject(f"{name}-controllers-pc", controllers_priority_class(config), child)
         # JobSet first: Kueue's jobset integration needs the JobSet CRD to be served.
         self.jobset = k8s.helm.v4.Chart(
             f"{name}-jobset",
@@ -86,7 +108,9 @@ class KueueJobSet(pulumi.ComponentResource):
             version=config.kueue.version,
             namespace=config.kueue.namespace,
             values=kueue_values(config),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*outer, self.kueue_ns, self.jobset]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*outer, self.kueue_ns, self.priority_class, self.jobset]
+            ),
         )
         self.kueue_namespace = self.kueue_ns.metadata.name
         self.jobset_namespace = self.jobset_ns.metadata.name

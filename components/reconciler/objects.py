@@ -153,7 +153,9 @@ def priority_class(config: PlatformConfig) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
-        "metadata": meta(RECONCILER_PRIORITY_CLASS),
+        "metadata": meta(
+            RECONCILER_PRIORITY_CLASS, labels={**LABELS, "gke-tpu-priority.io/priority-class-role": "controllers"}
+        ),
         "value": min(MAX_USER_PRIORITY, top + 1_000_000),
         "globalDefault": False,
         # It runs on the system pool and never needs to push anything off it.

@@ -215,3 +215,21 @@ def test_reconciler_class_is_exempt(exempt_by: str) -> None:
     policy = rules.PRIORITY_CLASSES_MATCH_WORKLOAD_PRIORITY_CLASSES
     assert_no_violations(policy, stack_args(stack, config))
     assert run_policy(policy, stack_args(stack[:-1] if exempt_by == "usage" else stack))  # exemption mattered
+
+
+def test_controller_role_label_exempts_a_class_from_pairing() -> None:
+    from policies.rules import evaluate_resources
+
+    def pc(labels: dict[str, str]) -> dict[str, object]:
+        return {
+            "urn": "urn:pulumi:s::p::kubernetes:scheduling.k8s.io/v1:PriorityClass::ctl",
+            "type": "kubernetes:scheduling.k8s.io/v1:PriorityClass",
+            "name": "ctl",
+            "parent": None,
+            "inputs": {"metadata": {"name": "ctl", "labels": labels}, "value": 5.0},
+        }
+
+    unlabelled = evaluate_resources([pc({})])
+    assert any(v.policy == "kueue-workloadpriorityclass-matches-priorityclass" for v in unlabelled)
+    labelled = evaluate_resources([pc({"gke-tpu-priority.io/priority-class-role": "controllers"})])
+    assert not any(v.policy == "kueue-workloadpriorityclass-matches-priorityclass" for v in labelled)

@@ -115,22 +115,32 @@ class HeldBy:
 class OpRecord:
     """A preemptor's open operation: which slices it reserved and which Workloads it holds.
 
-    Encoded as `id=<op>;attempt=<n>;since=<RFC3339>;slices=<pool,...>;victims=<ns/name,...>` so it reads
-    well in kubectl. `since` tells a victim never held for this op (crash before its hold) from one already
-    held and released (which must not be held again).
+    Encoded as `id=<op>;attempt=<n>;since=<RFC3339>;slices=<pool,...>;kept=<pool,...>;victims=<ns/name,...>`
+    so it reads well in kubectl. `since` tells a victim never held for this op (crash before its hold) from one
+    already held and released (which must not be held again).
     """
 
     op_id: str
     attempt: int
     slices: tuple[str, ...]
+    """Slices handed to the preemptor: spares and slices its victims free."""
     victims: tuple[str, ...]
     since: datetime | None = None
+    kept: tuple[str, ...] = ()
+    """Healthy slices the preemptor already held when the op was planned; reserved too, because its restart
+    empties them before the new attempt's pods arrive (C12)."""
+
+    @property
+    def reserved(self) -> tuple[str, ...]:
+        """Every slice the op reserves for the preemptor's new attempt."""
+        return tuple(sorted({*self.slices, *self.kept}))
 
     def encode(self) -> str:
         since = f"since={format_time(self.since)};" if self.since is not None else ""
+        kept = f"kept={','.join(self.kept)};" if self.kept else ""
         return (
             f"id={self.op_id};attempt={self.attempt};{since}"
-            f"slices={','.join(self.slices)};victims={','.join(self.victims)}"
+            f"slices={','.join(self.slices)};{kept}victims={','.join(self.victims)}"
         )
 
     @classmethod
@@ -150,6 +160,7 @@ class OpRecord:
             slices=_split(fields.get("slices", "")),
             victims=_split(fields.get("victims", "")),
             since=parse_time(fields["since"]) if "since" in fields else None,
+            kept=_split(fields.get("kept", "")),
         )
 
 

@@ -27,9 +27,10 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     """Decide this pass's writes and events from one consistent snapshot."""
     world = build_world(snapshot, now, config)
     ledger = Ledger()
-    advance_ops(world, ledger)
     disrupted = disrupted_units(world)
+    advance_ops(world, ledger, disrupted.keys())
     blocked, planned, held = plan_preemptions(world, ledger, disrupted)
+    held += ledger.extended
     released = plan_releases(world, ledger, blocked)
     _fast_fail(world, ledger)
 
@@ -49,6 +50,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             ops_planned=planned,
             ops_blocked=len(blocked),
             ops_done=ledger.done,
+            ops_extended_victims=ledger.extended,
             ops_aborted=ledger.aborted,
             victims_held=held,
             victims_released=released,

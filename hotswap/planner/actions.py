@@ -134,6 +134,8 @@ class Diagnostics:
     ops_planned: int = 0
     ops_blocked: int = 0
     ops_done: int = 0
+    ops_extended_victims: int = 0
+    """Victims added to open operations because they took a reserved slice (C12)."""
     ops_aborted: int = 0
     victims_held: int = 0
     victims_released: int = 0

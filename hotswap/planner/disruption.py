@@ -76,19 +76,36 @@ def deficit(world: World, unit: Unit, extra: frozenset[str] = frozenset()) -> di
     return result
 
 
-def placed(world: World, unit: Unit) -> bool:
-    """Every slice the unit needs has a Running pod of its current attempt on non-Unhealthy infrastructure."""
+def running_pods_by_slice(world: World, unit: Unit) -> dict[str, int]:
+    """Running, not deleting pods of the unit's current attempt per slice."""
     attempt = unit.jobset.restarts
-    pools = {
-        world.slice_of_pod(p)
-        for p in unit.live_pods
-        if p.phase is PodPhase.RUNNING and p.deletion_timestamp is None and p.restart_attempt == attempt
-    }
+    counts: dict[str, int] = {}
+    for p in unit.live_pods:
+        if p.phase is PodPhase.RUNNING and p.deletion_timestamp is None and p.restart_attempt == attempt:
+            pool = world.slice_of_pod(p)
+            if pool is not None:
+                counts[pool] = counts.get(pool, 0) + 1
+    return counts
+
+
+def placed(world: World, unit: Unit) -> bool:
+    """Every slice the unit needs is filled by its current attempt: a Running pod on every host.
+
+    One Running pod per slice is not enough (C12): a lower-priority leader admitted with the quota a hold
+    released can take a host of a reserved slice next to the preemptor's leader, and then the preemptor's
+    followers never fit while the op would already look Done.
+    """
+    running = running_pods_by_slice(world, unit)
     for shape, need in unit.demand.items():
         have = 0
-        for pool in pools:
-            found = world.slices.get(pool) if pool is not None else None
-            if found is not None and found.health is not SliceHealth.UNHEALTHY and found.shape.matches(shape):
+        for pool, count in running.items():
+            found = world.slices.get(pool)
+            if (
+                found is not None
+                and found.health is not SliceHealth.UNHEALTHY
+                and found.shape.matches(shape)
+                and count >= (found.expected_hosts or 1)
+            ):
                 have += 1
         if have < need:
             return False

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 
 from hotswap.annotations import OpRecord, decode_history, format_time
 from hotswap.planner.actions import (
@@ -11,11 +13,13 @@ from hotswap.planner.actions import (
     ClearOp,
     Decision,
     EventReason,
+    EventType,
     HoldVictim,
     RecordOp,
     make_op_id,
 )
 from hotswap.planner.disruption import placed
+from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from hotswap.planner.world import Unit, World, hold_since
 
 
@@ -33,10 +37,12 @@ class Ledger:
     events: list[Decision] = field(default_factory=list)
     done: int = 0
     aborted: int = 0
+    extended: int = 0
+    """Victims added to open operations this pass (C12), counted against `maxVictimsPerPass`."""
 
     def claim(self, preemptor_uid: str, op: OpRecord) -> None:
         self.open_ops[preemptor_uid] = op
-        self.reserved.update(op.slices)
+        self.reserved.update(op.reserved)
         self.claimed.update(op.victims)
 
 
@@ -75,8 +81,12 @@ def _clear(world: World, unit: Unit, op: OpRecord, reason: EventReason, message:
     ledger.events.append(Decision(reason, unit.jobset_ref(), message, op.op_id))
 
 
-def advance_ops(world: World, ledger: Ledger) -> None:
-    """Finish, abort, continue or reconstruct every operation recorded in the snapshot."""
+def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> None:
+    """Finish, abort, continue, extend or reconstruct every operation recorded in the snapshot.
+
+    `disrupted` holds the uids of units with infra evidence (an op is extended only while its preemptor
+    still has some, I8; those units are never victims, I9).
+    """
     held_for: dict[str, list[Unit]] = defaultdict(list)
     for unit in world.units.values():
         if unit.held_by is not None and unit.workload is not None and not unit.workload.active:
@@ -84,33 +94,60 @@ def advance_ops(world: World, ledger: Ledger) -> None:
     by_workload: dict[str, Unit] | None = None  # built on first need: most passes have no open operation
 
     # Only units with an op or held victims can have an operation; sorting just those keeps the key order.
-    with_ops = (u for u in world.units.values() if u.op is not None or u.uid in held_for)
-    for preemptor in sorted(with_ops, key=lambda u: u.key):
+    with_ops = sorted((u for u in world.units.values() if u.op is not None or u.uid in held_for), key=lambda u: u.key)
+    # Every victim named by any recorded operation: pods of these on a reserved slice are not intruders.
+    named = {v for u in with_ops if u.op is not None for v in u.op.victims}
+    for preemptor in with_ops:
         op = preemptor.op
         if preemptor.workload is None:
             continue
+        recorded = op
         if op is None:
             if preemptor.uid not in held_for:
                 continue
             op = _reconstruct(world, preemptor, held_for[preemptor.uid])
             if op is None:
                 continue
-            ledger.actions.append(record_action(world, preemptor, op))
+        else:
+            op = _adopt_held(world, op, held_for.get(preemptor.uid, ()))
         if not preemptor.running_in_kueue or preemptor.held_by is not None:
             ledger.aborted += 1
-            _clear(world, preemptor, op, EventReason.ABORTED, "preemptor no longer running in Kueue", ledger)
+            message = "preemptor no longer running in Kueue"
+            if recorded is None:  # nothing was written for it: just say so
+                ledger.events.append(Decision(EventReason.ABORTED, preemptor.jobset_ref(), message, op.op_id))
+            else:
+                _clear(world, preemptor, op, EventReason.ABORTED, message, ledger)
             continue
         if placed(world, preemptor):
             ledger.done += 1
-            _clear(world, preemptor, op, EventReason.DONE, "preemptor placed on healthy slices", ledger)
+            _clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices", ledger)
             continue
+        intruders: list[Unit] = []
+        if preemptor.uid in disrupted:
+            intruders = _intruders(world, ledger, preemptor, op, disrupted, named)
+            if intruders:
+                added = {wl.key for i in intruders if (wl := i.workload) is not None}
+                op = replace(op, victims=tuple(sorted({*op.victims, *added})))
+        if op != recorded:
+            ledger.actions.append(record_action(world, preemptor, op))
         ledger.claim(preemptor.uid, op)
+        for intruder in intruders:
+            ledger.actions.append(hold_action(world, intruder, preemptor, op.op_id))
+            ledger.events.append(
+                Decision(
+                    EventReason.VICTIM_HELD,
+                    intruder.jobset_ref(),
+                    f"held (spec.active=false): took a slice reserved for {preemptor.key} (op extension, C12)",
+                    op.op_id,
+                )
+            )
+        ledger.extended += len(intruders)
         if by_workload is None:
             by_workload = {u.workload.key: u for u in world.units.values() if u.workload is not None}
         # C2: the op was recorded but a crash (or a conflict) stopped some holds; finish them.
         for victim_key in op.victims:
             victim = by_workload.get(victim_key)
-            if victim is None or victim.workload is None or victim.held_by is not None:
+            if victim is None or victim.workload is None or victim.held_by is not None or victim in intruders:
                 continue
             history = decode_history(victim.workload.annotations.get(world.keys.hold_history, ""))
             if op.since is not None and any(t >= op.since for t in history):
@@ -125,6 +162,76 @@ def advance_ops(world: World, ledger: Ledger) -> None:
                         op.op_id,
                     )
                 )
+
+
+def _adopt_held(world: World, op: OpRecord, held: Iterable[Unit]) -> OpRecord:
+    """Victims held for this op but missing from its record (a crash between a hold and the record's
+    rewrite) are added back, so they stay held until the preemptor is placed and are never held twice."""
+    missing = {
+        v.workload.key
+        for v in held
+        if v.workload is not None
+        and v.workload.annotations.get(world.keys.op_id) == op.op_id
+        and v.workload.key not in op.victims
+    }
+    return replace(op, victims=tuple(sorted({*op.victims, *missing}))) if missing else op
+
+
+def _intruders(
+    world: World,
+    ledger: Ledger,
+    preemptor: Unit,
+    op: OpRecord,
+    disrupted: AbstractSet[str],
+    named: AbstractSet[str],
+) -> list[Unit]:
+    """C12: workloads that newly occupy a slice reserved for the op, to be held as well (an op extension).
+
+    All or nothing (I2, I6): every intruder on every reserved slice must be a valid victim (strictly lower
+    priority under both priorities I1, in scope, not protected, not rate limited I12, not claimed I3, not a
+    preemptor or disrupted itself I9) and fit in this pass's victim budget; otherwise nothing is held and the
+    preemptor is reported blocked. Kube-scheduler does not honour the reservation, so this is the only way to
+    give the slice back to the preemptor without node taints (the reconciler may only patch Workloads).
+    """
+    found: dict[str, Unit] = {}
+    refusals: list[str] = []
+    for pool in op.reserved:
+        for uid in sorted(world.occupants.get(pool, ())):
+            if uid == preemptor.uid or uid in found:
+                continue
+            unit = world.units.get(uid)
+            if unit is None:
+                refusals.append(f"{pool} is used by pods of {uid.removeprefix('foreign:')} outside our view")
+                continue
+            wl = unit.workload
+            if unit.held_by is not None or (wl is not None and wl.key in named):
+                continue  # a victim whose pods are still terminating
+            why = why_not_victim(world, unit, disrupted, ledger.claimed)
+            if why is None and not lower_priority(preemptor, unit):
+                why = "not of strictly lower priority"
+            if why is None and not in_scope(world, preemptor, unit):
+                why = "out of scope"
+            if why is not None:
+                refusals.append(f"{pool} is taken by {unit.key} ({why})")
+                continue
+            found[uid] = unit
+    if not found and not refusals:
+        return []
+    budget = world.config.max_victims_per_pass - ledger.extended
+    if not refusals and len(found) > budget:
+        refusals.append(f"{len(found)} intruders but only {budget} may be held this pass (maxVictimsPerPass)")
+    if refusals:
+        ledger.events.append(
+            Decision(
+                EventReason.BLOCKED,
+                preemptor.jobset_ref(),
+                "reserved slice lost: " + "; ".join(refusals),
+                op.op_id,
+                EventType.WARNING,
+            )
+        )
+        return []
+    return sorted(found.values(), key=lambda u: u.key)
 
 
 def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord | None:

@@ -79,7 +79,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
     victim_index = VictimIndex(world, set(disrupted), ledger.claimed)
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
-    budget = world.config.max_victims_per_pass
+    budget = world.config.max_victims_per_pass - ledger.extended
     blocked: list[Blocked] = []
     planned = held = 0
 
@@ -125,6 +125,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         all_freed = _freed(world, victims, ledger, taken)
         surplus.extend(p for p in all_freed if p not in assigned and p not in surplus)
         slices = tuple(sorted({*taken, *assigned}))
+        kept = tuple(_own_slices(world, ledger, preemptor))
         for pool in slices:
             if pool in spare:
                 spare.remove(pool)
@@ -136,6 +137,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             slices=slices,
             victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
             since=world.now,
+            kept=kept,
         )
         ledger.claim(preemptor.uid, op)
         ledger.actions.append(record_action(world, preemptor, op))
@@ -163,6 +165,24 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         planned += 1
         held += len(victims)
     return blocked, planned, held
+
+
+def _own_slices(world: World, ledger: Ledger, preemptor: Unit) -> list[str]:
+    """Healthy slices of a needed shape the preemptor alone still occupies: they count towards its supply, so
+    they are reserved too. A restart empties them before the new attempt's pods arrive, and unreserved they
+    could be handed to a released victim or taken by a newly admitted workload (C12)."""
+    own = []
+    for pool in sorted(preemptor.occupied):
+        found = world.slices.get(pool)
+        if (
+            found is not None
+            and found.usable
+            and pool not in ledger.reserved
+            and world.occupants.get(pool) == {preemptor.uid}
+            and any(found.shape.matches(shape) for shape in preemptor.demand)
+        ):
+            own.append(pool)
+    return own
 
 
 def _freed(world: World, victims: list[Unit], ledger: Ledger, taken: list[str]) -> list[str]:

@@ -59,7 +59,7 @@ def lower_priority(preemptor: Unit, victim: Unit) -> bool:
     return victim.kueue_priority < preemptor.kueue_priority and victim.pod_priority < preemptor.pod_priority
 
 
-def why_not_victim(world: World, victim: Unit, disrupted: set[str], claimed: set[str]) -> str | None:
+def why_not_victim(world: World, victim: Unit, disrupted: AbstractSet[str], claimed: AbstractSet[str]) -> str | None:
     """Preemptor-independent reasons a unit can never be a victim this pass; None if it may be."""
     wl = victim.workload
     if wl is None:

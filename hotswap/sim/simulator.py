@@ -67,6 +67,7 @@ class Simulator:
         self._ended = False
         self.departures: deque[Departure] = deque()
         self.track_departures = False  # the reconciler policy turns this on
+        self.trace: list[tuple[float, str]] | None = None  # set to [] to record a readable event log
 
     # ------------------------------------------------------------------ setup and run
     def run(self, on_progress: Callable[[float], None] | None = None) -> RunResult:
@@ -104,6 +105,11 @@ class Simulator:
         self.jobs.append(job)
         self.live[job] = None
         return job
+
+    def note(self, what: str) -> None:
+        """Append to the event log when tracing (per-incident timelines in tests and investigations)."""
+        if self.trace is not None:
+            self.trace.append((self.now, what))
 
     # ------------------------------------------------------------------ coalesced control loops
     def kick(self) -> None:
@@ -171,6 +177,7 @@ class Simulator:
         s.failed_at = self.now
         s.repair_at = self.now + repair_s
         epoch = s.failed_at
+        self.note(f"fault {s.pool} {kind.value} repair in {repair_s:.0f}s")
         for job in {p.job for p in s.hosts if p is not None}:
             self._interrupt(job)
             if job.incident_start is None and job.state is JobState.ADMITTED:
@@ -197,6 +204,7 @@ class Simulator:
         s.node_ready = False
         s.node_transition = self.now
         s.unreachable = unreachable
+        self.note(f"nodes of {s.pool} NotReady")
         self._kick()
 
     def _pods_fail(self, s: Slice, epoch: float, only_if_down: bool) -> None:
@@ -238,6 +246,7 @@ class Simulator:
         s.repair_at = None
         s.vacated_by_victim = False
         s.idle_since = self.now
+        self.note(f"repaired {s.pool}")
         self._kick()
 
     # ------------------------------------------------------------------ JobSet mechanics
@@ -275,6 +284,7 @@ class Simulator:
             return
         job.attempt += 1
         job.restarts_counted += int(counts)
+        self.note(f"{job.name} restarts (attempt {job.attempt})")
         job.restarting = True
         for pod in list(job.pods):
             self._delete_pod(pod)
@@ -297,6 +307,7 @@ class Simulator:
     def _create_leaders(self, job: Job) -> None:
         self._interrupted.discard(job)
         job.pods = [self._new_pod(job, child, 0) for child in range(job.slices)]
+        self.note(f"{job.name} leaders created (attempt {job.attempt})")
         self._kick()
 
     def _new_pod(self, job: Job, child: int, index: int) -> Pod:
@@ -318,6 +329,7 @@ class Simulator:
         pod.phase = PodPhase.STARTING
         pod.bound_at = self.now
         pod.nominated = None
+        self.note(f"bind {pod.name} -> {s.pool}/{host}")
         self.loop.after(self.timing.pod_start_s, lambda: self._pod_running(pod))
         if pod.index == 0 and self.scenario.fleet.hosts_per_slice > 1:
             self.loop.after(self.timing.follower_create_s, lambda: self._create_followers(pod))
@@ -339,6 +351,7 @@ class Simulator:
 
     def _start_running(self, job: Job) -> None:
         job.run_start = self.now
+        self.note(f"{job.name} running (attempt {job.attempt})")
         job.requeue_count = 0
         job.completion = self.loop.after(max(job.work_s - job.progress_s, 0.0), lambda: self._finish(job))
         if job.incident_start is not None:
@@ -465,6 +478,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ Kueue
     def _admit(self, job: Job) -> None:
+        self.note(f"kueue admits {job.name}")
         job.state = JobState.ADMITTED
         job.quota_reserved = True
         job.restarting = False
@@ -507,6 +521,7 @@ class Simulator:
             if to is JobState.HELD and job.state is JobState.QUEUED:
                 job.state = JobState.HELD
             return
+        self.note(f"kueue evicts {job.name} -> {to.value}")
         self._interrupt(job)  # an open incident stays open: MTTR runs until the job runs again
         self._close_stale(job)
         job.state = to
@@ -523,6 +538,7 @@ class Simulator:
     # Workload.spec.active as the reconciler writes it -------------------------------------------------
     def deactivate(self, job: Job) -> None:
         """spec.active=false: Kueue evicts (Deactivated) and does not requeue."""
+        self.note(f"hold {job.name} (spec.active=false)")
         self._mark_victim(job)
         self.rec.holds += 1
         job.held_since = self.now
@@ -535,6 +551,7 @@ class Simulator:
         if job.held_since is not None:
             self.rec.hold_s.append(self.now - job.held_since)
             job.held_since = None
+        self.note(f"release {job.name} (spec.active=true)")
         self.rec.releases += 1
         job.active = True
         job.rv += 1

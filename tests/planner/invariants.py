@@ -85,7 +85,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     for wl in after.workloads:
         op = OpRecord.decode(wl.annotations.get(keys.op, "")) if keys.op in wl.annotations else None
         if op is not None:
-            slice_claims.update(op.slices)
+            slice_claims.update(op.reserved)
             victim_claims.update(op.victims)
         # I5: every Workload carrying held-by is inactive.
         if keys.held_by in wl.annotations and wl.active:
@@ -110,7 +110,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             vw = workloads.get(v)
             if vw is not None:
                 victim_keys.add(jobset_key(vw))
-        for pool in op.slices:
+        for pool in op.reserved:
             found = slices.get(pool)
             # I4: reserved slices are healthy and of the preemptor's shape.
             if found is None or found.health is SliceHealth.UNHEALTHY:
@@ -130,7 +130,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             vk = jobset_key(vw)
             if keys.held_by in vw.annotations and HeldBy.decode(vw.annotations[keys.held_by]) is not None:
                 continue  # reconstructed op, victims held earlier
-            if not any(vk in occupants.get(p, set()) for p in op.slices):
+            if not any(vk in occupants.get(p, set()) for p in op.reserved):
                 problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
         # I8: infra-only trigger: some pod (live or departed) of the preemptor sat on an unhealthy slice.
         pools_touched = {

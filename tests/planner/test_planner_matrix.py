@@ -152,7 +152,10 @@ def test_B1_spare_slice_is_used_before_any_victim() -> None:
     result = run(fleet.snapshot())
     assert held(result) == []
     record = next(a for a in result.actions if isinstance(a, RecordOp))
-    assert OpRecord.decode(record.set_annotations[KEYS.op]).slices == ("spare",)  # type: ignore[union-attr]
+    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    assert op is not None and op.slices == ("spare",)
+    # p1, which the preemptor still holds, is reserved too: its restart empties p1 before the new attempt runs.
+    assert op.kept == ("p1",) and op.reserved == ("p1", "spare")
 
 
 def test_B2_single_lower_priority_victim_is_held() -> None:
@@ -373,6 +376,84 @@ def test_C11_manual_reactivation_drops_the_hold() -> None:
     )
     result = run(state, now=T0 + timedelta(seconds=30))
     assert [a.reason for a in result.actions if isinstance(a, ReleaseVictim)] == [ReleaseReason.REACTIVATED_EXTERNALLY]
+
+
+def _intruded(intruder_priority: int = 5, pool: str = "v0", config: HotswapConfig = CFG) -> tuple[Fleet, JobSet]:
+    """`low` is held for `high` and its pods have left v0; Kueue then admitted `intruder` with the quota the hold
+    released, and its leader pod now runs on `pool` (a slice reserved for `high`, C12)."""
+    fleet, _high = disrupted_fleet({"low": 10})
+    snap = fleet.snapshot()
+    state = apply_actions(snap, plan(snap, T0, config).actions, T0)
+    fleet.workloads = {w.uid: w for w in state.workloads}
+    fleet.pods = [p for p in fleet.pods if p.jobset_name != "low"]
+    intruder = fleet.run(JobSetBuilder("ml", "intruder").replicated_job("w", 1), [pool], intruder_priority)
+    leader = f"{intruder.name}-w-0-0"
+    fleet.pods = [p for p in fleet.pods if p.jobset_name != intruder.name or p.name == leader]
+    return fleet, intruder
+
+
+def test_C12_newcomer_on_a_reserved_slice_is_held_as_an_op_extension() -> None:
+    fleet, _ = _intruded()
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
+    assert held(result) == ["intruder"]
+    record = next(a for a in result.actions if isinstance(a, RecordOp))
+    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    assert op is not None and [v.split("-")[1] for v in op.victims] == ["intruder", "low"]
+    assert op.slices == ("v0",) and op.kept == ("p1",)
+    assert result.diagnostics.ops_extended_victims == 1
+    assert EventReason.DONE not in reasons(result)
+
+
+def test_C12_newcomer_on_the_preemptors_own_emptied_slice_is_held_too() -> None:
+    fleet, _ = _intruded(pool="p1")
+    fleet.pods = [p for p in fleet.pods if not (p.jobset_name == "high" and p.node_pool == "p1")]
+    assert held(run(fleet.snapshot(), now=T0 + timedelta(seconds=40))) == ["intruder"]
+
+
+@pytest.mark.parametrize(
+    ("intruder_priority", "protect", "why"),
+    [(1000, False, "not of strictly lower priority"), (5, True, "protected"), (5, False, "hold rate limit")],
+    ids=["I1_equal_priority", "protected", "I12_rate_limited"],
+)
+def test_C12_newcomer_that_may_not_be_held_blocks_without_any_eviction(
+    intruder_priority: int, protect: bool, why: str
+) -> None:
+    fleet, intruder = _intruded(intruder_priority)
+    wl = fleet.workload_of(intruder)
+    if protect:
+        fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.protect, "true").obj())
+    elif intruder_priority < 10:
+        history = ",".join(format_time(T0 - timedelta(hours=h)) for h in (1, 2, 3))
+        fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.hold_history, history).obj())
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
+    assert held(result) == [] and result.actions == ()  # I6: nothing evicted, the op stays as it was
+    blocked = [e for e in result.events if e.reason is EventReason.BLOCKED]
+    assert len(blocked) == 1 and why in blocked[0].message and "v0" in blocked[0].message
+
+
+def test_C12_extension_respects_the_victim_budget() -> None:
+    config = HotswapConfig(max_victims_per_pass=1)
+    fleet, _ = _intruded(config=config)
+    other = fleet.run(JobSetBuilder("ml", "second").replicated_job("w", 1), ["p1"], 5)
+    fleet.pods = [p for p in fleet.pods if p.jobset_name != other.name or p.name.endswith("-0-0")]
+    result = run(fleet.snapshot(), config, now=T0 + timedelta(seconds=40))
+    assert held(result) == []
+    assert any("maxVictimsPerPass" in e.message for e in result.events if e.reason is EventReason.BLOCKED)
+
+
+def test_done_needs_every_pod_of_the_attempt_not_one_per_slice() -> None:
+    fleet, _ = _intruded()
+    fleet.pods = [p for p in fleet.pods if p.jobset_name not in ("intruder", "high") or p.node_pool == "p1"]
+    fleet.pods += [PodBuilder("ml", "high-w-0-0", "high").job("w", 0).on("v0-0", "v0").priority(1000).obj()]
+    later = T0 + timedelta(seconds=60)
+    assert EventReason.DONE not in reasons(run(fleet.snapshot(), now=later))  # leader only: followers missing
+    fleet.pods += [
+        PodBuilder("ml", f"high-w-0-{i}", "high").job("w", 0).on(f"v0-{i}", "v0").priority(1000).obj()
+        for i in range(1, 4)
+    ]
+    result = run(fleet.snapshot(), now=later)
+    assert EventReason.DONE in reasons(result)
+    assert any(isinstance(a, ClearOp) for a in result.actions)
 
 
 # --- E. recovery and release ----------------------------------------------------------------------------

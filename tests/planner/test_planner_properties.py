@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+from hotswap.annotations import AnnotationKeys, OpRecord
 from hotswap.config import HotswapConfig, Scope
 from hotswap.model import ClusterSnapshot
 from hotswap.planner import plan
+from hotswap.planner.actions import HoldVictim, RecordOp
 from hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 FAIL_MODES = ("unreachable", "not-ready", "cordon", "deleted")
+KEYS = AnnotationKeys(HotswapConfig().annotation_domain)
 
 
 @st.composite
@@ -75,3 +78,49 @@ def test_invariants_hold_across_passes_as_time_advances(snapshot: ClusterSnapsho
         assert_invariants(snapshot, result, config)
         snapshot = apply_actions(snapshot, result.actions, now)
         now += timedelta(seconds=step)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    snapshot=fleets(),
+    priority=st.sampled_from([5, 10, 100, 500, 1000, 2000]),
+    pick=st.integers(0, 1000),
+    later=st.integers(1, 600),
+)
+def test_newcomers_on_reserved_slices_keep_the_invariants(
+    snapshot: ClusterSnapshot, priority: int, pick: int, later: int
+) -> None:
+    """C12: after the holds, a newly admitted JobSet's leader lands on a reserved slice; the next pass (an op
+    extension or a block) still satisfies I1-I12 and is idempotent."""
+    config = HotswapConfig()
+    first = plan(snapshot, T0, config)
+    state = apply_actions(snapshot, first.actions, T0)
+    reserved = sorted(
+        pool
+        for a in first.actions
+        if isinstance(a, RecordOp) and (op := OpRecord.decode(a.set_annotations[KEYS.op])) is not None
+        for pool in op.reserved
+    )
+    assume(reserved)
+    pool = reserved[pick % len(reserved)]
+    fleet = Fleet(
+        nodes={n.name: n for n in state.nodes},
+        pools={},
+        jobsets={j.uid: j for j in state.jobsets},
+        workloads={w.uid: w for w in state.workloads},
+        pods=list(state.pods),
+        departed=list(state.departed_pods),
+        queues={q.name: q for q in state.cluster_queues},
+    )
+    for node in state.nodes:
+        if node.node_pool:
+            fleet.pools.setdefault(node.node_pool, []).append(node.name)
+    newcomer = fleet.run(JobSetBuilder("ml", "newcomer").replicated_job("w", 1), [pool], priority, "cq-a")
+    fleet.pods = [p for p in fleet.pods if p.jobset_name != newcomer.name or p.name.endswith("-0-0")]
+    now = T0 + timedelta(seconds=later)
+    after = fleet.snapshot()
+    result = plan(after, now, config)
+    assert_invariants(after, result, config)
+    assert idempotence_violations(after, result, config) == []
+    extended = any(isinstance(a, HoldVictim) and a.workload.name.startswith("jobset-newcomer") for a in result.actions)
+    event("op extended" if extended else "not extended")

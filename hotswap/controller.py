@@ -1,8 +1,9 @@
 """The reconcile loop: watches feed caches; one serialised pass at a time plans and actuates, as leader only.
 
-A pass is triggered by any cache change (debounced, so a burst of pod events makes one pass) and by a
-periodic resync. It runs only when every cache is synced and healthy (never plan on a partial view) and
-only while this replica holds the Lease. Standby replicas keep their caches warm so a takeover is quick.
+A pass is triggered by any cache change (debounced, so a burst of pod events makes one pass), at the plan's
+`next_wakeup` (a grace, stabilisation or hold deadline that no watch event marks), and by a periodic resync.
+It runs only when every cache is synced and healthy (never plan on a partial view) and only while this
+replica holds the Lease. Standby replicas keep their caches warm so a takeover is quick.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 
 from kubernetes_asyncio import client
@@ -77,6 +78,11 @@ def disruption_time(snapshot: ClusterSnapshot, namespace: str, jobset: str) -> d
     return min(times) if times else None
 
 
+def wakeup_delay(wakeup: datetime, now: datetime, debounce: timedelta) -> float:
+    """Seconds until the pass a plan asked for, never less than the debounce (no tight loops)."""
+    return max((wakeup - now).total_seconds(), debounce.total_seconds())
+
+
 class Controller:
     """Owns the caches, the lease, and the reconcile loop of one replica."""
 
@@ -104,6 +110,9 @@ class Controller:
         self._watch_tasks: list[asyncio.Task[None]] = []
         self._retry_backoff = Backoff(base=1.0, cap=config.resync_period.total_seconds())
         self._previous_blocked: set[tuple[str, str]] = set()
+        self._wakeup: asyncio.TimerHandle | None = None
+        self.next_wakeup: datetime | None = None
+        """When the last plan asked for its next pass (None: only events and the resync)."""
         self.recovery = RecoveryTracker()
         self.builder = SnapshotBuilder(attribution_window=config.attribution_window, clock=clock)
         self.informers: dict[str, list[Informer]] = {}
@@ -241,6 +250,7 @@ class Controller:
                     return ExitCode.LEADERSHIP_LOST
             return ExitCode.OK
         finally:
+            self._cancel_wakeup()
             if elector_task is not None:
                 elector_task.cancel()
                 await asyncio.gather(elector_task, return_exceptions=True)
@@ -271,6 +281,7 @@ class Controller:
             snapshot = self.snapshot()
             now = self._clock()
             plan = make_plan(snapshot, now, self.config)
+            self._schedule_wakeup(plan)
             plan = self._dedupe_blocked(plan)
             self._note_failures(plan, snapshot)
             outcomes = await self.actuator.execute(plan)
@@ -306,6 +317,19 @@ class Controller:
             self._passes += 1
             self.metrics.reconciles.labels(result=result).inc()
             self.metrics.reconcile_duration.observe(time.monotonic() - started)
+
+    def _schedule_wakeup(self, plan: Plan) -> None:
+        """Trigger a pass at `plan.next_wakeup`; each pass replaces the previous request."""
+        self._cancel_wakeup()
+        self.next_wakeup = plan.next_wakeup
+        if plan.next_wakeup is not None:
+            delay = wakeup_delay(plan.next_wakeup, plan.now, self.config.debounce)
+            self._wakeup = asyncio.get_running_loop().call_later(delay, self._trigger.set)
+
+    def _cancel_wakeup(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+            self._wakeup = None
 
     def _dedupe_blocked(self, plan: Plan) -> Plan:
         """Emit HotswapBlocked when a preemptor becomes blocked, not on every pass while it stays blocked."""

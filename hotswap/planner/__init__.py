@@ -13,10 +13,19 @@ from datetime import datetime
 from hotswap.annotations import is_true
 from hotswap.config import HotswapConfig
 from hotswap.model import ClusterSnapshot
-from hotswap.planner.actions import Diagnostics, FastFailPod, ObjectRef, Plan, make_op_id
+from hotswap.planner.actions import (
+    Diagnostics,
+    FastFailPod,
+    HoldVictim,
+    ObjectRef,
+    Plan,
+    ReleaseVictim,
+    make_op_id,
+)
 from hotswap.planner.ops import Ledger, advance_ops
 from hotswap.planner.preempt import disrupted_units, plan_preemptions
 from hotswap.planner.release import plan_releases
+from hotswap.planner.wakeup import next_wakeup
 from hotswap.planner.world import World, build_world
 from hotswap.slices import UNREACHABLE_TAINT, SliceHealth
 
@@ -56,7 +65,20 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             victims_released=released,
             held_workloads=max(0, held_now),
         ),
+        next_wakeup=_wakeup(world, ledger),
     )
+
+
+def _wakeup(world: World, ledger: Ledger) -> datetime | None:
+    """`next_wakeup` of the snapshot; holds and releases written this pass add their own deadlines."""
+    found = next_wakeup(world)
+    config = world.config
+    extra = []
+    if any(isinstance(a, HoldVictim) for a in ledger.actions):
+        extra.append(world.now + config.max_hold)
+    if any(isinstance(a, ReleaseVictim) for a in ledger.actions):
+        extra.append(world.now + config.release_settle)
+    return min([t for t in (found, *extra) if t is not None], default=None)
 
 
 def _fast_fail(world: World, ledger: Ledger) -> None:

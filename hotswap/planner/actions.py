@@ -151,6 +151,10 @@ class Plan:
     actions: tuple[Action, ...] = ()
     events: tuple[Decision, ...] = ()
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    next_wakeup: datetime | None = None
+    """Earliest future instant at which a time-based rule changes the plan with no watch event (grace and
+    stabilisation expiry, attribution window, maxHold, releaseSettle, fast-fail, hold window); None if none.
+    Deadlines are computed on the snapshot before this plan's writes; an extra pass costs nothing."""
 
     @property
     def writes(self) -> int:

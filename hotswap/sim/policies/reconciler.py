@@ -6,8 +6,9 @@ suspended, pods terminate with their grace period), ReleaseVictim -> `spec.activ
 RecordOp/ClearOp -> preemptor annotations, FastFailPod -> force-delete. PriorityClasses use
 preemptionPolicy: Never, so kube-scheduler never preempts.
 
-Passes run on watch events (after `reconciler_reaction_s`), on the resync period and at the deadlines the
-controller requeues for (unhealthyGrace / recoveryStabilization expiry). While nothing is unhealthy,
+Passes run on watch events (after `reconciler_reaction_s`), on the resync period and, like the controller, at
+the plan's `next_wakeup` plus the debounce (grace, stabilisation, attribution, maxHold, releaseSettle and
+fast-fail deadlines, computed by the planner). While nothing is unhealthy,
 recovering, held or in flight a pass has nothing to do and is skipped (tested in tests/sim).
 """
 
@@ -84,18 +85,6 @@ class ReconcilerPolicy:
             self._next.cancel()
         self._next = self.sim.loop.at(due, self._pass)
 
-    def _deadlines(self) -> list[float]:
-        """Times at which slice classification changes without any watch event."""
-        sim, cfg = self.sim, self.config
-        grace = cfg.unhealthy_grace.total_seconds()
-        stable = cfg.recovery_stabilization.total_seconds()
-        out = []
-        for s in sim.slices:
-            for t in (s.node_transition + grace, s.node_transition + stable):
-                if t > sim.now:
-                    out.append(t + 0.001)
-        return out
-
     # ------------------------------------------------------------------ one pass
     def snapshot(self) -> ClusterSnapshot:
         sim = self.sim
@@ -121,9 +110,10 @@ class ReconcilerPolicy:
             sim.loop.after(sim.timing.api_write_s, lambda: self._apply(actions))
         if self.busy() or result.actions:
             self._request(sim.timing.reconciler_resync_s)
-            for t in self._deadlines():
-                if t - sim.now < sim.timing.reconciler_resync_s:
-                    self._request(t - sim.now)
+        if result.next_wakeup is not None:
+            # As the controller: a timer at the wake-up, then the debounce before the pass.
+            delay = max((result.next_wakeup - at(sim.now)).total_seconds(), 0.0)
+            self._request(delay + self.config.debounce.total_seconds())
 
     def _apply(self, actions: tuple[Action, ...]) -> None:
         sim = self.sim

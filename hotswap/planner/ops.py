@@ -97,6 +97,7 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
     with_ops = sorted((u for u in world.units.values() if u.op is not None or u.uid in held_for), key=lambda u: u.key)
     # Every victim named by any recorded operation: pods of these on a reserved slice are not intruders.
     named = {v for u in with_ops if u.op is not None for v in u.op.victims}
+    reserved_by = {pool: u.uid for u in with_ops if u.op is not None for pool in u.op.reserved}
     for preemptor in with_ops:
         op = preemptor.op
         if preemptor.workload is None:
@@ -123,11 +124,16 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
             _clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices", ledger)
             continue
         intruders: list[Unit] = []
-        if preemptor.uid in disrupted:
-            intruders = _intruders(world, ledger, preemptor, op, disrupted, named)
+        if _extensible(world, preemptor, op, disrupted):
+            others = {pool for pool, uid in reserved_by.items() if uid != preemptor.uid}
+            intruders, landed = _intruders(world, ledger, preemptor, op, disrupted, named, others)
             if intruders:
                 added = {wl.key for i in intruders if (wl := i.workload) is not None}
-                op = replace(op, victims=tuple(sorted({*op.victims, *added})))
+                op = replace(
+                    op,
+                    victims=tuple(sorted({*op.victims, *added})),
+                    slices=tuple(sorted({*op.slices, *landed})),
+                )
         if op != recorded:
             ledger.actions.append(record_action(world, preemptor, op))
         ledger.claim(preemptor.uid, op)
@@ -164,6 +170,15 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
                 )
 
 
+def _extensible(world: World, preemptor: Unit, op: OpRecord, disrupted: AbstractSet[str]) -> bool:
+    """An open op may still be extended while its preemptor has infra evidence (I8), or for an attribution
+    window after it was planned: a transient failure often heals while the preemptor restarts, and its pods
+    may then land on the recovered slice, yet the op is not finished until every pod runs (C12)."""
+    if preemptor.uid in disrupted:
+        return True
+    return op.since is not None and world.now - op.since <= world.config.attribution_window
+
+
 def _adopt_held(world: World, op: OpRecord, held: Iterable[Unit]) -> OpRecord:
     """Victims held for this op but missing from its record (a crash between a hold and the record's
     rewrite) are added back, so they stay held until the preemptor is placed and are never held twice."""
@@ -184,18 +199,33 @@ def _intruders(
     op: OpRecord,
     disrupted: AbstractSet[str],
     named: AbstractSet[str],
-) -> list[Unit]:
-    """C12: workloads that newly occupy a slice reserved for the op, to be held as well (an op extension).
+    others: AbstractSet[str],
+) -> tuple[list[Unit], set[str]]:
+    """C12: workloads that newly occupy a slice reserved for the op, or a slice the preemptor's new attempt
+    already landed on (kube-scheduler does not honour the reservation: a transient failure may heal and take the
+    new leader), to be held as well (an op extension). Slices reserved by another op are left to that op (I3).
 
     All or nothing (I2, I6): every intruder on every reserved slice must be a valid victim (strictly lower
     priority under both priorities I1, in scope, not protected, not rate limited I12, not claimed I3, not a
     preemptor or disrupted itself I9) and fit in this pass's victim budget; otherwise nothing is held and the
-    preemptor is reported blocked. Kube-scheduler does not honour the reservation, so this is the only way to
+    preemptor is reported blocked. Returns the intruders and the unreserved slices they are on (which the op
+    then reserves). Kube-scheduler does not honour the reservation, so this is the only way to
     give the slice back to the preemptor without node taints (the reconciler may only patch Workloads).
     """
     found: dict[str, Unit] = {}
     refusals: list[str] = []
-    for pool in op.reserved:
+    taken: set[str] = set()
+    attempt = preemptor.jobset.restarts
+    landed = {
+        pool
+        for p in preemptor.live_pods
+        if p.restart_attempt == attempt
+        and p.deletion_timestamp is None
+        and (pool := world.slice_of_pod(p)) is not None
+        and pool not in ledger.reserved
+        and pool not in others
+    }
+    for pool in sorted({*op.reserved, *landed}):
         for uid in sorted(world.occupants.get(pool, ())):
             if uid == preemptor.uid or uid in found:
                 continue
@@ -215,8 +245,9 @@ def _intruders(
                 refusals.append(f"{pool} is taken by {unit.key} ({why})")
                 continue
             found[uid] = unit
+            taken.add(pool)
     if not found and not refusals:
-        return []
+        return [], set()
     budget = world.config.max_victims_per_pass - ledger.extended
     if not refusals and len(found) > budget:
         refusals.append(f"{len(found)} intruders but only {budget} may be held this pass (maxVictimsPerPass)")
@@ -230,8 +261,8 @@ def _intruders(
                 EventType.WARNING,
             )
         )
-        return []
-    return sorted(found.values(), key=lambda u: u.key)
+        return [], set()
+    return sorted(found.values(), key=lambda u: u.key), taken - set(op.reserved)
 
 
 def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord | None:

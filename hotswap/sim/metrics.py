@@ -26,6 +26,8 @@ class Recorder:
     high_threshold: int
     mttr_high_s: list[float] = field(default_factory=list)
     mttr_all_s: list[float] = field(default_factory=list)
+    high_incidents: list[tuple[float, float, str]] = field(default_factory=list)
+    """(fault, all pods of the new attempt Running, JobSet name) per recovered high-priority incident."""
     incidents_high: int = 0
     incidents_all: int = 0
     incidents_aborted: int = 0  # job evicted / finished / failed before recovering

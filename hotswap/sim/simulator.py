@@ -359,6 +359,7 @@ class Simulator:
             self.rec.mttr_all_s.append(mttr)
             if self.rec.is_high(job.priority):
                 self.rec.mttr_high_s.append(mttr)
+                self.rec.high_incidents.append((job.incident_start, self.now, job.name))
             job.incident_start = None
         if job.victim_since is not None:
             self.rec.victim_downtime_s.append(self.now - job.victim_since)

@@ -132,7 +132,11 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
                 continue  # reconstructed op, victims held earlier
             if not any(vk in occupants.get(p, set()) for p in op.reserved):
                 problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
-        # I8: infra-only trigger: some pod (live or departed) of the preemptor sat on an unhealthy slice.
+        # I8: infra-only trigger: some pod (live or departed) of the preemptor sat on an unhealthy slice. Only a
+        # new op needs one; rewriting an open op (an extension, C12) continues what infra started.
+        previous = OpRecord.decode(preemptor.annotations.get(keys.op, "")) if keys.op in preemptor.annotations else None
+        if previous is not None and previous.op_id == op.op_id:
+            continue
         pools_touched = {
             pool_of.get(p.node_name or "") or p.node_pool
             for p in snapshot.pods

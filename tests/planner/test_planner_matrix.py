@@ -410,6 +410,26 @@ def test_C12_newcomer_on_the_preemptors_own_emptied_slice_is_held_too() -> None:
     assert held(run(fleet.snapshot(), now=T0 + timedelta(seconds=40))) == ["intruder"]
 
 
+def test_C12_newcomer_next_to_the_preemptors_leader_on_a_healed_slice_is_held() -> None:
+    """A transient failure heals while the preemptor restarts: its new leader lands on the recovered p0 (not
+    reserved: kube-scheduler ignores reservations) and a newcomer's leader lands next to it."""
+    fleet, _ = _intruded(pool="p0")
+    fleet.pods = [p for p in fleet.pods if not (p.jobset_name == "high" and p.node_pool == "p0")]
+    healed = T0 + timedelta(seconds=20)
+    for name in fleet.pools["p0"]:
+        fleet.node(name, NodeBuilder(name).pool("p0").tpu().ready_since(healed))
+    high = next(j for j in fleet.jobsets.values() if j.name == "high")
+    fleet.jobsets[high.uid] = replace(high, restarts=1)
+    leader = PodBuilder("ml", "high-w-0-0-a1", "high").job("w", 0).attempt(1).on("p0-1", "p0").priority(1000)
+    fleet.pods += [leader.obj()]
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
+    assert held(result) == ["intruder"]
+    record = next(a for a in result.actions if isinstance(a, RecordOp))
+    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    assert op is not None and op.slices == ("p0", "v0")  # the healed slice is reserved from now on
+    assert EventReason.DONE not in reasons(result)
+
+
 @pytest.mark.parametrize(
     ("intruder_priority", "protect", "why"),
     [(1000, False, "not of strictly lower priority"), (5, True, "protected"), (5, False, "hold rate limit")],

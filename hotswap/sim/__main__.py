@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from hotswap.sim.bench import bench, table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
 from hotswap.sim.runner import POLICIES, run_one
-from hotswap.sim.scenarios import DEFAULT_SEED
+from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS
 
 
 def _job_class(text: str) -> JobClass:
@@ -55,10 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--scale", type=float, default=1.0, help="multiply every scenario horizon")
     b.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, cpus))")
     b.add_argument("--passes", type=int, default=30, help="planner passes per scaling point")
+    b.add_argument(
+        "--seeds", type=int, default=DEFAULT_SEEDS, help=f"seeds per scenario, from --seed on (default {DEFAULT_SEEDS})"
+    )
     args = parser.parse_args(argv if argv is not None else sys.argv[1:] or ["run", "--help"])
 
     if args.command == "bench":
-        report = bench(args.out, seed=args.seed, scale=args.scale, workers=args.workers, passes=args.passes)
+        if args.seeds < 1:
+            parser.error(f"--seeds must be >= 1, got {args.seeds}")
+        report = bench(
+            args.out, seed=args.seed, scale=args.scale, workers=args.workers, passes=args.passes, seeds=args.seeds
+        )
         print(table(report))
         print(f"\nwrote {args.out / 'hotswap.json'} and {args.out / 'mttr.png'}")
         return 0

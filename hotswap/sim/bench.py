@@ -1,4 +1,9 @@
-"""`python -m hotswap.sim bench`: standard scenarios x three policies, planner scaling, table, JSON, PNG."""
+"""`python -m hotswap.sim bench`: standard scenarios x seeds x three policies, planner scaling, tables, JSON, PNG.
+
+Every scenario runs under several seeds (identical event streams across policies within a seed). The
+contract figures under `scenarios.<name>.policies.<policy>` are pooled over the seeds (percentiles over all
+incidents, counts summed, rates averaged); `per_seed` keeps each seed's own figures so seed dependence shows.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +17,16 @@ from typing import Any
 
 from tqdm import tqdm
 
+from hotswap.sim.metrics import pool
 from hotswap.sim.params import Scenario
 from hotswap.sim.plot import plot_mttr
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scaling import measure
-from hotswap.sim.scenarios import DEFAULT_SEED, standard_scenarios
+from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
 from hotswap.sim.simulator import RunResult
 
 SCALING_SIZES = (32, 256, 1024)
+QUANTILES = ("p50", "p95", "p99")
 
 
 def _ratio(a: float, b: float) -> float:
@@ -28,34 +35,59 @@ def _ratio(a: float, b: float) -> float:
     return round(a / b, 3)
 
 
-def run_scenarios(scenarios: list[Scenario], workers: int, progress: bool = True) -> dict[str, Any]:
-    tasks = [(sc, policy) for sc in scenarios for policy in POLICIES]
-    results: dict[tuple[str, str], RunResult] = {}
-    bar = tqdm(total=len(tasks), desc="scenarios x policies", disable=not progress)
+def seeds_for(seed: int, count: int) -> list[int]:
+    return [seed + i for i in range(count)]
+
+
+def run_scenarios(
+    scenarios: list[Scenario], workers: int, progress: bool = True, seeds: list[int] | None = None
+) -> dict[str, Any]:
+    """Each scenario under each seed (default: its own seed only) and each policy."""
+    runs = [
+        (sc.model_copy(update={"seed": s}), policy)
+        for sc in scenarios
+        for s in (seeds or [sc.seed])
+        for policy in POLICIES
+    ]
+    results: dict[tuple[str, int, str], RunResult] = {}
+    bar = tqdm(total=len(runs), desc="scenarios x seeds x policies", disable=not progress)
     if workers <= 1:
-        for sc, policy in tasks:
-            results[(sc.name, policy)] = run_one(sc, policy)
+        for sc, policy in runs:
+            results[(sc.name, sc.seed, policy)] = run_one(sc, policy)
             bar.update()
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(run_one, sc, policy): (sc.name, policy) for sc, policy in tasks}
+        with ProcessPoolExecutor(max_workers=workers) as executor:
+            # Longest first (the reconciler replans; long horizons) so the two workers finish together.
+            ordered = sorted(runs, key=lambda r: -(r[0].horizon_h * (4 if r[1] == "reconciler" else 1)))
+            futures = {executor.submit(run_one, sc, policy): (sc.name, sc.seed, policy) for sc, policy in ordered}
             for fut in as_completed(futures):
                 results[futures[fut]] = fut.result()
                 bar.update()
     bar.close()
     out: dict[str, Any] = {}
     for sc in scenarios:
-        policies = {policy: results[(sc.name, policy)].summary for policy in POLICIES}
-        r, n, s = (policies[p]["mttr_s"] for p in ("reconciler", "none", "scheduler"))
+        used = seeds or [sc.seed]
+        per_seed = {str(s): {policy: results[(sc.name, s, policy)].summary for policy in POLICIES} for s in used}
+        policies = {policy: pool([per_seed[str(s)][policy] for s in used]) for policy in POLICIES}
         out[sc.name] = {
             "params": sc.model_dump(mode="json"),
-            "seed": sc.seed,
+            "seed": used[0],
+            "seeds": used,
             "policies": policies,
-            "ratios": {f"reconciler/none_{q}": _ratio(r[q], n[q]) for q in ("p50", "p95", "p99")}
-            | {f"reconciler/scheduler_{q}": _ratio(r[q], s[q]) for q in ("p50", "p95", "p99")},
-            "events": {policy: results[(sc.name, policy)].events for policy in POLICIES},
+            "ratios": _ratios(policies, "mttr_s") | _ratios(policies, "mttr_detected_s", "_detected"),
+            "per_seed": per_seed,
+            "events": {policy: sum(results[(sc.name, s, policy)].events for s in used) for policy in POLICIES},
         }
     return out
+
+
+def _ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[str, float]:
+    r = policies["reconciler"][block]
+    return {
+        f"reconciler/{base}_{q}{suffix}": _ratio(r[q], policies[base][block][q])
+        for base in ("none", "scheduler")
+        for q in QUANTILES
+    }
 
 
 def run_scaling(passes: int, sizes: tuple[int, ...] = SCALING_SIZES, progress: bool = True) -> list[dict[str, Any]]:
@@ -68,43 +100,110 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+def _quantiles(block: dict[str, Any]) -> str:
+    return "/".join(_fmt(block[q]) for q in QUANTILES)
+
+
 def table(report: dict[str, Any]) -> str:
     cols: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         ("incidents", lambda p: p["incidents"]),
-        ("MTTR p50 s", lambda p: p["mttr_s"]["p50"]),
-        ("p95 s", lambda p: p["mttr_s"]["p95"]),
-        ("p99 s", lambda p: p["mttr_s"]["p99"]),
+        ("MTTR p50/95/99 s", lambda p: _quantiles(p["mttr_s"])),
+        ("repair>detect n", lambda p: p["mttr_detected_s"]["n"]),
+        ("its p50/95/99 s", lambda p: _quantiles(p["mttr_detected_s"])),
         ("goodput", lambda p: p["high_goodput"]),
         ("victims/inc", lambda p: p["victims_per_incident"]),
         ("partial", lambda p: p["partial_preemptions"]),
         ("perm.fail", lambda p: p["permanent_victim_failures"]),
         ("lost", lambda p: p["lost_victims"]),
-        ("idle freed h", lambda p: p["freed_idle_slice_h"]),
-        ("victim down p50 s", lambda p: p["victim_downtime_s"]["p50"]),
         ("util", lambda p: p["utilisation"]),
     ]
+    widths = [10, 19, 16, 19, 9, 12, 8, 10, 6, 8]
     lines = []
     for name, block in report["scenarios"].items():
-        lines.append(f"\n== {name} (seed {block['seed']}, {block['params']['horizon_h']:.0f} h)")
-        header = f"{'policy':<11}" + "".join(f"{c:>13}" for c, _ in cols)
-        lines.append(header)
+        seeds = block.get("seeds", [block["seed"]])
+        lines.append(f"\n== {name} ({len(seeds)} seeds from {seeds[0]}, {block['params']['horizon_h']:.0f} h each)")
+        lines.append(f"{'policy':<11}" + "".join(f"{c:>{w}}" for (c, _), w in zip(cols, widths, strict=True)))
         for policy, stats in block["policies"].items():
-            lines.append(f"{policy:<11}" + "".join(f"{_fmt(get(stats)):>13}" for _, get in cols))
+            cells = "".join(f"{_fmt(get(stats)):>{w}}" for (_, get), w in zip(cols, widths, strict=True))
+            lines.append(f"{policy:<11}{cells}")
         ratios = block["ratios"]
-        lines.append(
-            "ratios MTTR  reconciler/none p50/p95/p99 "
-            + " ".join(_fmt(ratios[f"reconciler/none_{q}"]) for q in ("p50", "p95", "p99"))
-            + "   reconciler/scheduler p50/p95/p99 "
-            + " ".join(_fmt(ratios[f"reconciler/scheduler_{q}"]) for q in ("p50", "p95", "p99"))
-        )
-    lines.append("\n== planner scaling (one plan() pass on a simulated snapshot)")
-    lines.append(f"{'slices':>8}{'jobsets':>9}{'pods':>8}{'p50 ms':>10}{'p99 ms':>10}{'peak MB':>10}")
-    for row in report["planner_scaling"]:
-        lines.append(
-            f"{row['slices']:>8}{row['jobsets']:>9}{row['pods']:>8}{row['p50_ms']:>10.2f}"
-            f"{row['p99_ms']:>10.2f}{row['peak_mb']:>10.2f}"
-        )
+        for suffix, label in (("", "all incidents"), ("_detected", "repair > detection")):
+            if f"reconciler/none_p50{suffix}" not in ratios:
+                continue
+            lines.append(
+                f"ratios ({label}): reconciler/none p50/p95/p99 "
+                + " ".join(_fmt(ratios[f"reconciler/none_{q}{suffix}"]) for q in QUANTILES)
+                + "   reconciler/scheduler p50/p95/p99 "
+                + " ".join(_fmt(ratios[f"reconciler/scheduler_{q}{suffix}"]) for q in QUANTILES)
+            )
+        per_seed = block.get("per_seed", {})
+        if len(per_seed) > 1:
+            for policy in block["policies"]:
+                cells = "  ".join(
+                    f"{seed}: {_quantiles(runs[policy]['mttr_s'])} (n={runs[policy]['mttr_s']['n']})"
+                    for seed, runs in per_seed.items()
+                )
+                lines.append(f"  per seed {policy:<10} {cells}")
+    if report.get("planner_scaling"):
+        lines.append("\n== planner scaling (one plan() pass on a simulated snapshot)")
+        lines.append(f"{'slices':>8}{'jobsets':>9}{'pods':>8}{'p50 ms':>10}{'p99 ms':>10}{'peak MB':>10}")
+        for row in report["planner_scaling"]:
+            lines.append(
+                f"{row['slices']:>8}{row['jobsets']:>9}{row['pods']:>8}{row['p50_ms']:>10.2f}"
+                f"{row['p99_ms']:>10.2f}{row['peak_mb']:>10.2f}"
+            )
+    if report.get("targets"):
+        lines.append("\n== targets (issue 5)")
+        lines.append(f"{'target':<70}{'figure':<36}result")
+        for row in report["targets"]:
+            lines.append(f"{row['target']:<70}{row['figure']:<36}{'met' if row['met'] else 'NOT met'}")
     return "\n".join(lines)
+
+
+def targets(report: dict[str, Any], spare_free: str = "steady_1x") -> list[dict[str, Any]]:
+    """The issue's targets, evaluated on the pooled figures (MTTR targets on the default-parameter,
+    spare-free scenario)."""
+    rows: list[dict[str, Any]] = []
+    scenarios = report["scenarios"]
+
+    def add(target: str, figure: str, met: bool) -> None:
+        rows.append({"target": target, "figure": figure, "met": bool(met)})
+
+    if spare_free in scenarios:
+        block = scenarios[spare_free]["policies"]
+        for kind, label in (("mttr_s", "all incidents"), ("mttr_detected_s", "repair > detection")):
+            r, n, s = (block[p][kind]["p50"] for p in ("reconciler", "none", "scheduler"))
+            add(f"reconciler MTTR p50 <= 60 s ({spare_free}, {label})", f"{_fmt(r)} s", r <= 60)
+            add(
+                f"reconciler MTTR p50 <= 0.2 x none ({spare_free}, {label})",
+                f"{_fmt(r)} / {_fmt(n)} = {_fmt(_ratio(r, n))}",
+                r <= 0.2 * n,
+            )
+            add(
+                f"reconciler MTTR p50 <= scheduler ({spare_free}, {label})",
+                f"{_fmt(r)} vs {_fmt(s)} s",
+                r <= s,
+            )
+    for name, block in scenarios.items():
+        r, s = block["policies"]["reconciler"]["mttr_s"]["p95"], block["policies"]["scheduler"]["mttr_s"]["p95"]
+        add(f"reconciler MTTR p95 <= scheduler ({name})", f"{_fmt(r)} vs {_fmt(s)} s", r <= s)
+    lost = sum(b["policies"]["reconciler"]["lost_victims"] for b in scenarios.values())
+    partial = sum(b["policies"]["reconciler"]["partial_preemptions"] for b in scenarios.values())
+    add("reconciler lost victims == 0 (all scenarios, all seeds)", str(lost), lost == 0)
+    add("reconciler partial-slice preemptions == 0 (all scenarios)", str(partial), partial == 0)
+    scaling = {row["slices"]: row for row in report.get("planner_scaling", [])}
+    if 1024 in scaling:
+        p99 = scaling[1024]["p99_ms"]
+        add("planner pass p99 <= 100 ms at 1,024 slices / 4,096 JobSets", f"{p99:.1f} ms", p99 <= 100)
+    if 256 in scaling and 1024 in scaling:
+        growth = scaling[1024]["p50_ms"] / max(scaling[256]["p50_ms"], 1e-9)
+        nlogn = (1024 * math.log(1024)) / (256 * math.log(256))
+        add(
+            "planner p50 growth 256 -> 1,024 slices <= n log n",
+            f"x{growth:.2f} (n log n: x{nlogn:.2f})",
+            growth <= nlogn,
+        )
+    return rows
 
 
 def bench(
@@ -114,13 +213,15 @@ def bench(
     workers: int | None = None,
     passes: int = 30,
     progress: bool = True,
+    seeds: int = DEFAULT_SEEDS,
 ) -> dict[str, Any]:
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     report: dict[str, Any] = {
-        "version": 1,
-        "scenarios": run_scenarios(standard_scenarios(seed, scale), workers, progress),
+        "version": 2,
+        "scenarios": run_scenarios(standard_scenarios(seed, scale), workers, progress, seeds_for(seed, seeds)),
         "planner_scaling": run_scaling(passes, progress=progress),
     }
+    report["targets"] = targets(report)
     out.mkdir(parents=True, exist_ok=True)
     (out / "hotswap.json").write_text(json.dumps(report, indent=2, allow_nan=True) + "\n", encoding="utf-8")
     plot_mttr(report, out / "mttr.png")

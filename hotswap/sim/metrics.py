@@ -26,6 +26,8 @@ class Recorder:
     high_threshold: int
     mttr_high_s: list[float] = field(default_factory=list)
     mttr_all_s: list[float] = field(default_factory=list)
+    mttr_high_detected_s: list[float] = field(default_factory=list)
+    """MTTR of high-priority incidents whose repair outlasted detection (the ones hotswap can act on)."""
     high_incidents: list[tuple[float, float, str]] = field(default_factory=list)
     """(fault, all pods of the new attempt Running, JobSet name) per recovered high-priority incident."""
     incidents_high: int = 0
@@ -83,6 +85,7 @@ def summarise(
             "max": _round(max(m)) if m else math.nan,
             "n": len(m),
         },
+        "mttr_detected_s": _mttr_block(rec.mttr_high_detected_s),
         "lost_victims": lost_victims,
         "partial_preemptions": rec.partial_preemptions,
         "permanent_victim_failures": rec.permanent_victim_failures,
@@ -119,4 +122,63 @@ def summarise(
         "planner_passes": rec.planner_passes,
         "end_states": end_states,
         "mttr_samples_s": [round(x, 2) for x in m],
+        "mttr_detected_samples_s": [round(x, 2) for x in rec.mttr_high_detected_s],
     }
+
+
+def _mttr_block(samples: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": _round(percentile(samples, 50)),
+        "p95": _round(percentile(samples, 95)),
+        "p99": _round(percentile(samples, 99)),
+        "n": len(samples),
+    }
+
+
+_SUMMED = (
+    "incidents",
+    "lost_victims",
+    "partial_preemptions",
+    "permanent_victim_failures",
+    "incidents_all_priorities",
+    "incidents_aborted",
+    "victims",
+    "pod_preemptions",
+    "permanent_failures",
+    "kueue_preemptions",
+    "pods_ready_evictions",
+    "holds",
+    "releases",
+    "planner_passes",
+)
+_AVERAGED = (
+    "utilisation",
+    "high_goodput",
+    "victim_stale_admission_h",
+    "freed_idle_slice_h",
+    "idle_with_backlog_slice_h",
+)
+
+
+def pool(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One policy's summaries over several seeds: counts summed, rates averaged, percentiles over all samples."""
+    samples = [x for s in per_seed for x in s["mttr_samples_s"]]
+    detected = [x for s in per_seed for x in s["mttr_detected_samples_s"]]
+    incidents_all = sum(s["incidents_all_priorities"] for s in per_seed)
+    victims = sum(s["victims"] for s in per_seed)
+    pooled: dict[str, Any] = {
+        "mttr_s": _mttr_block(samples)
+        | {
+            "mean": _round(sum(samples) / len(samples)) if samples else math.nan,
+            "max": _round(max(samples)) if samples else math.nan,
+        },
+        "mttr_detected_s": _mttr_block(detected),
+        "victims_per_incident": _round(victims / incidents_all) if incidents_all else 0.0,
+        "mttr_samples_s": samples,
+        "mttr_detected_samples_s": detected,
+    }
+    for key in _SUMMED:
+        pooled[key] = sum(s[key] for s in per_seed)
+    for key in _AVERAGED:
+        pooled[key] = _round(sum(s[key] for s in per_seed) / len(per_seed), 5)
+    return pooled

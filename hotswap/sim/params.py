@@ -81,6 +81,12 @@ class Timing(_Frozen):
         1.0,
         description="Watch event -> reconciler pass starts (event-driven informers). [I] design.",
     )
+    unhealthy_grace_s: Seconds = Field(
+        20.0,
+        description="Bad node condition -> slice Unhealthy for the hotswap reconciler (HotswapConfig "
+        "unhealthyGrace default); only used to split MTTR into repairs that outlast detection and transients. "
+        "[design] spec B.3.",
+    )
     reconciler_resync_s: Seconds = Field(
         30.0,
         description="Reconciler periodic resync while anything is unhealthy, held or in flight. [design] spec B.5.",

@@ -15,12 +15,18 @@ def plot_mttr(report: dict[str, Any], out: Path) -> None:
     scenarios = report["scenarios"]
     fig, axes = plt.subplots(1, len(scenarios), figsize=(4.5 * len(scenarios), 4), squeeze=False)
     for ax, (name, block) in zip(axes[0], scenarios.items(), strict=True):
-        for policy, stats in block["policies"].items():
-            samples = sorted(stats.get("mttr_samples_s", []))
-            if not samples:
-                continue
-            ys = [(i + 1) / len(samples) for i in range(len(samples))]
-            ax.step(samples, ys, where="post", label=f"{policy} (n={len(samples)})")
+        for i, (policy, stats) in enumerate(block["policies"].items()):
+            color = f"C{i}"
+            for key, style, label in (
+                ("mttr_samples_s", "-", "all"),
+                ("mttr_detected_samples_s", "--", "repair > detection"),
+            ):
+                samples = sorted(stats.get(key, []))
+                if not samples:
+                    continue
+                ys = [(k + 1) / len(samples) for k in range(len(samples))]
+                name = f"{policy} {label} (n={len(samples)})"
+                ax.step(samples, ys, where="post", linestyle=style, color=color, label=name)
         ax.set_xscale("log")
         ax.set_xlabel("high-priority MTTR (s, log)")
         ax.set_ylabel("fraction of incidents")

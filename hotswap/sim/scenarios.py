@@ -5,6 +5,8 @@ from __future__ import annotations
 from hotswap.sim.params import HOUR, MINUTE, Failures, RepairBand, Scenario
 
 DEFAULT_SEED = 20260901
+DEFAULT_SEEDS = 4
+"""Seeds per scenario in `make bench` (DEFAULT_SEED, DEFAULT_SEED + 1, ...): enough incidents for a p99."""
 
 
 def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Scenario]:

@@ -139,6 +139,13 @@ class Simulator:
                     self._preempt(d)
         self.policy.on_change()
 
+    def detection_s(self, kind: FailureKind) -> float:
+        """Fault -> the slice is Unhealthy for a hotswap controller (node NotReady + unhealthyGrace). A repair
+        shorter than this is a transient nobody can act on: its MTTR is reported apart, not hidden."""
+        t = self.timing
+        seen = t.fault_to_node_unhealthy_s if kind is FailureKind.CRASH else t.node_monitor_grace_s
+        return seen + t.unhealthy_grace_s
+
     # ------------------------------------------------------------------ failures
     def _poisson_failure(self, s: Slice) -> None:
         rng = self._slice_rng[s.id]
@@ -182,6 +189,7 @@ class Simulator:
             self._interrupt(job)
             if job.incident_start is None and job.state is JobState.ADMITTED:
                 job.incident_start = self.now
+                job.incident_detectable = repair_s > self.detection_s(kind)
                 self.rec.incidents_all += 1
                 if self.rec.is_high(job.priority):
                     self.rec.incidents_high += 1
@@ -360,6 +368,8 @@ class Simulator:
             if self.rec.is_high(job.priority):
                 self.rec.mttr_high_s.append(mttr)
                 self.rec.high_incidents.append((job.incident_start, self.now, job.name))
+                if job.incident_detectable:
+                    self.rec.mttr_high_detected_s.append(mttr)
             job.incident_start = None
         if job.victim_since is not None:
             self.rec.victim_downtime_s.append(self.now - job.victim_since)

@@ -126,3 +126,25 @@ def test_C12_newcomer_on_a_reserved_slice_is_held_and_the_preemptor_runs() -> No
     high = next(j for j in sim.live if j.cls.name == "high")
     assert high.running
     assert {p.slice for p in high.pods if p.slice is not None} == {s for s in sim.slices if s.occupants() == {high}}
+
+
+def test_transients_healing_inside_detection_are_reported_apart_not_hidden() -> None:
+    sim = _handcrafted("none")  # the one-hour fault outlasts detection
+    summary = sim._summary(3 * HOUR)
+    assert summary["mttr_s"]["n"] == 1 and summary["mttr_detected_s"]["n"] == 1
+    target = next(s for s in sim.slices if any(p is not None and p.job.cls.name == "high" for p in s.hosts))
+    sim._fail_now(target, 15.0, FailureKind.CRASH)  # heals before NotReady + unhealthyGrace (30 s)
+    sim.loop.run(4 * HOUR)
+    summary = sim._summary(4 * HOUR)
+    assert summary["mttr_s"]["n"] == 2 and summary["mttr_detected_s"]["n"] == 1
+
+
+def test_pooled_figures_sum_counts_and_take_percentiles_over_all_seeds() -> None:
+    from hotswap.sim.metrics import pool
+
+    runs = [run_one(_small(seed=s, horizon_h=100.0), "none").summary for s in (1, 2)]
+    pooled = pool(runs)
+    assert pooled["incidents"] == runs[0]["incidents"] + runs[1]["incidents"]
+    assert pooled["mttr_s"]["n"] == runs[0]["mttr_s"]["n"] + runs[1]["mttr_s"]["n"]
+    assert sorted(pooled["mttr_samples_s"]) == sorted(runs[0]["mttr_samples_s"] + runs[1]["mttr_samples_s"])
+    assert pooled["utilisation"] == round((runs[0]["utilisation"] + runs[1]["utilisation"]) / 2, 5)

@@ -44,7 +44,7 @@ class TpuCluster(pulumi.ComponentResource):
 
         network = build_network(name, config, self)
         self.node_service_account, node_roles = build_node_service_account(
-            name, config.project, f"{config.cluster.name}-nodes"[:30], self
+            name, config.project, f"{config.cluster.name}-nodes"[:30].rstrip("-"), self
         )
         settings = config.cluster
         cluster_args: dict[str, Any] = {

@@ -78,3 +78,10 @@ def test_unknown_stack_names_the_known_ones(tmp_path: Path, capsys: pytest.Captu
     assert preview.main(["--stack", "nope", "--build-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no stack file" in err and "known stacks:" in err and "dev" in err and "prod" in err
+
+
+def test_plan_summarises_the_reconciler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert preview.main(["--stack", "prod", "--build-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Hotswap reconciler: mode reconciler, 2 replica(s), namespace hotswap-system" in out
+    assert "built from hotswap/Dockerfile" in out

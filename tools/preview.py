@@ -144,7 +144,22 @@ def queue_plan(config: PlatformConfig) -> list[str]:
         "LocalQueues",
         _table(["namespace", "localQueue", "clusterQueue"], [[lq.namespace, lq.name, lq.cluster_queue] for lq in lqs]),
     ]
-    return out
+    return out + reconciler_plan(config)
+
+
+def reconciler_plan(config: PlatformConfig) -> list[str]:
+    hs = config.hotswap
+    if not hs.enabled:
+        return ["", "Hotswap reconciler: disabled (disrupted TPU work waits for repair)"]
+    image = hs.image or "built from hotswap/Dockerfile into Artifact Registry (pinned by digest)"
+    tuning = ", ".join(f"{k}={v}" for k, v in sorted(hs.settings.items())) or "defaults"
+    dry = ", DRY RUN" if hs.dry_run else ""
+    return [
+        "",
+        f"Hotswap reconciler: mode {hs.mode.value}, {hs.replicas} replica(s), namespace {hs.namespace}{dry}",
+        f"  image: {image}",
+        f"  tuning: {tuning}",
+    ]
 
 
 def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str, Any]]) -> str:

@@ -39,7 +39,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     disrupted = disrupted_units(world)
     advance_ops(world, ledger, disrupted.keys())
     blocked, planned, held = plan_preemptions(world, ledger, disrupted)
-    held += ledger.extended
+    held += ledger.added
     released = plan_releases(world, ledger, blocked)
     _fast_fail(world, ledger)
 
@@ -60,6 +60,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             ops_blocked=len(blocked),
             ops_done=ledger.done,
             ops_extended_victims=ledger.extended,
+            ops_fenced_victims=ledger.fenced,
             ops_aborted=ledger.aborted,
             victims_held=held,
             victims_released=released,

@@ -136,6 +136,8 @@ class Diagnostics:
     ops_done: int = 0
     ops_extended_victims: int = 0
     """Victims added to open operations because they took a reserved slice (C12)."""
+    ops_fenced_victims: int = 0
+    """Fresh lower-priority admissions held by the admission fence before their pods could land (C12)."""
     ops_aborted: int = 0
     victims_held: int = 0
     victims_released: int = 0

@@ -19,6 +19,7 @@ from hotswap.planner.actions import (
     make_op_id,
 )
 from hotswap.planner.disruption import placed
+from hotswap.planner.fence import fence, fresh_admissions
 from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from hotswap.planner.world import Unit, World, hold_since
 
@@ -38,7 +39,14 @@ class Ledger:
     done: int = 0
     aborted: int = 0
     extended: int = 0
-    """Victims added to open operations this pass (C12), counted against `maxVictimsPerPass`."""
+    """Victims added to open operations this pass because they took a reserved slice (C12)."""
+    fenced: int = 0
+    """Fresh admissions held by the admission fence this pass (C12, before their pods land)."""
+
+    @property
+    def added(self) -> int:
+        """Victims added to open operations this pass, counted against `maxVictimsPerPass`."""
+        return self.extended + self.fenced
 
     def claim(self, preemptor_uid: str, op: OpRecord) -> None:
         self.open_ops[preemptor_uid] = op
@@ -92,6 +100,7 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
         if unit.held_by is not None and unit.workload is not None and not unit.workload.active:
             held_for[unit.held_by.uid].append(unit)
     by_workload: dict[str, Unit] | None = None  # built on first need: most passes have no open operation
+    fresh: list[Unit] | None = None  # the admission fence's candidates, likewise
 
     # Only units with an op or held victims can have an operation; sorting just those keeps the key order.
     with_ops = sorted((u for u in world.units.values() if u.op is not None or u.uid in held_for), key=lambda u: u.key)
@@ -124,9 +133,10 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
             _clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices", ledger)
             continue
         intruders: list[Unit] = []
+        fenced: list[Unit] = []
         if _extensible(world, preemptor, op, disrupted):
             others = {pool for pool, uid in reserved_by.items() if uid != preemptor.uid}
-            intruders, landed = _intruders(world, ledger, preemptor, op, disrupted, named, others)
+            intruders, landed, lost = _intruders(world, ledger, preemptor, op, disrupted, named, others)
             if intruders:
                 added = {wl.key for i in intruders if (wl := i.workload) is not None}
                 op = replace(
@@ -134,6 +144,16 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
                     victims=tuple(sorted({*op.victims, *added})),
                     slices=tuple(sorted({*op.slices, *landed})),
                 )
+            if not lost:  # a reserved slice taken for good: fencing would hold work for nothing (I6)
+                if fresh is None:
+                    fresh = fresh_admissions(world)
+                taken = ledger.claimed | named | {wl.key for i in intruders if (wl := i.workload) is not None}
+                budget = world.config.max_victims_per_pass - ledger.added - len(intruders)
+                held = held_for.get(preemptor.uid, ())
+                fenced = fence(world, preemptor, op, fresh, held, disrupted, taken, budget)
+            if fenced:
+                keys = {wl.key for u in fenced if (wl := u.workload) is not None}
+                op = replace(op, victims=tuple(sorted({*op.victims, *keys})))
         if op != recorded:
             ledger.actions.append(record_action(world, preemptor, op))
         ledger.claim(preemptor.uid, op)
@@ -147,13 +167,27 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
                     op.op_id,
                 )
             )
+        for newcomer in fenced:
+            ledger.actions.append(hold_action(world, newcomer, preemptor, op.op_id))
+            ledger.events.append(
+                Decision(
+                    EventReason.VICTIM_HELD,
+                    newcomer.jobset_ref(),
+                    f"held (spec.active=false) before its pods start: admitted while {preemptor.key} waits for "
+                    "its reserved slices (admission fence, C12)",
+                    op.op_id,
+                )
+            )
         ledger.extended += len(intruders)
+        ledger.fenced += len(fenced)
         if by_workload is None:
             by_workload = {u.workload.key: u for u in world.units.values() if u.workload is not None}
         # C2: the op was recorded but a crash (or a conflict) stopped some holds; finish them.
         for victim_key in op.victims:
             victim = by_workload.get(victim_key)
-            if victim is None or victim.workload is None or victim.held_by is not None or victim in intruders:
+            if victim is None or victim.workload is None or victim.held_by is not None:
+                continue
+            if victim in intruders or victim in fenced:
                 continue
             history = decode_history(victim.workload.annotations.get(world.keys.hold_history, ""))
             if op.since is not None and any(t >= op.since for t in history):
@@ -200,7 +234,7 @@ def _intruders(
     disrupted: AbstractSet[str],
     named: AbstractSet[str],
     others: AbstractSet[str],
-) -> tuple[list[Unit], set[str]]:
+) -> tuple[list[Unit], set[str], bool]:
     """C12: workloads that newly occupy a slice reserved for the op, or a slice the preemptor's new attempt
     already landed on (kube-scheduler does not honour the reservation: a transient failure may heal and take the
     new leader), to be held as well (an op extension). Slices reserved by another op are left to that op (I3).
@@ -208,9 +242,10 @@ def _intruders(
     All or nothing (I2, I6): every intruder on every reserved slice must be a valid victim (strictly lower
     priority under both priorities I1, in scope, not protected, not rate limited I12, not claimed I3, not a
     preemptor or disrupted itself I9) and fit in this pass's victim budget; otherwise nothing is held and the
-    preemptor is reported blocked. Returns the intruders and the unreserved slices they are on (which the op
-    then reserves). Kube-scheduler does not honour the reservation, so this is the only way to
-    give the slice back to the preemptor without node taints (the reconciler may only patch Workloads).
+    preemptor is reported blocked. Returns the intruders, the unreserved slices they are on (which the op then
+    reserves), and whether a reserved slice is lost to a workload that may not be held. Kube-scheduler does not
+    honour the reservation, so this is the only way to give the slice back to the preemptor without node taints
+    (the reconciler may only patch Workloads).
     """
     found: dict[str, Unit] = {}
     refusals: list[str] = []
@@ -247,8 +282,8 @@ def _intruders(
             found[uid] = unit
             taken.add(pool)
     if not found and not refusals:
-        return [], set()
-    budget = world.config.max_victims_per_pass - ledger.extended
+        return [], set(), False
+    budget = world.config.max_victims_per_pass - ledger.added
     if not refusals and len(found) > budget:
         refusals.append(f"{len(found)} intruders but only {budget} may be held this pass (maxVictimsPerPass)")
     if refusals:
@@ -261,8 +296,8 @@ def _intruders(
                 EventType.WARNING,
             )
         )
-        return [], set()
-    return sorted(found.values(), key=lambda u: u.key), taken - set(op.reserved)
+        return [], set(), True
+    return sorted(found.values(), key=lambda u: u.key), taken - set(op.reserved), False
 
 
 def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord | None:

@@ -79,7 +79,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
     victim_index = VictimIndex(world, set(disrupted), ledger.claimed)
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
-    budget = world.config.max_victims_per_pass - ledger.extended
+    budget = world.config.max_victims_per_pass - ledger.added
     blocked: list[Blocked] = []
     planned = held = 0
 

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, decode_history
 from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, PodPhase, Workload
+from hotswap.model import ClusterSnapshot, ConditionStatus, PodPhase, Workload
 from hotswap.planner import plan as make_plan
 from hotswap.planner.actions import ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
 from hotswap.planner.simulate import apply_actions
@@ -21,6 +21,16 @@ from hotswap.slices import SliceHealth, classify_slices
 
 def _workload_index(snapshot: ClusterSnapshot) -> dict[str, Workload]:
     return {f"{w.namespace}/{w.name}": w for w in snapshot.workloads}
+
+
+def _fresh_admission(wl: Workload, since: datetime) -> bool:
+    """Kueue reserved quota for (and admitted) `wl` at or after `since`."""
+    times = [
+        c.last_transition_time
+        for c in wl.conditions
+        if c.type in ("QuotaReserved", "Admitted") and c.status is ConditionStatus.TRUE and c.last_transition_time
+    ]
+    return bool(times) and min(times) >= since
 
 
 def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> list[str]:
@@ -34,7 +44,11 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     )
     pool_of = {n.name: n.node_pool for n in snapshot.nodes}
     occupants: dict[str, set[str]] = {}
+    running: dict[str, int] = {}  # JobSet key -> Running pods, any node
     for pod in snapshot.pods:
+        if pod.phase is PodPhase.RUNNING:
+            key = f"{pod.namespace}/{pod.jobset_name}"
+            running[key] = running.get(key, 0) + 1
         if pod.node_name and pod.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED):
             pool = pool_of.get(pod.node_name) or pod.node_pool
             if pool:
@@ -130,6 +144,11 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             vk = jobset_key(vw)
             if keys.held_by in vw.annotations and HeldBy.decode(vw.annotations[keys.held_by]) is not None:
                 continue  # reconstructed op, victims held earlier
+            # The admission fence (C12) legitimately extends I7: a lower-priority Workload Kueue admitted with the
+            # quota this op freed, held before any of its pods runs, frees the quota it would use to take a
+            # reserved slice rather than a slice it occupies. It must be a fresh admission that never ran.
+            if op.since is not None and _fresh_admission(vw, op.since) and not running.get(vk):
+                continue
             if not any(vk in occupants.get(p, set()) for p in op.reserved):
                 problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
         # I8: infra-only trigger: some pod (live or departed) of the preemptor sat on an unhealthy slice. Only a

@@ -9,7 +9,7 @@ import pytest
 
 from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, format_time
 from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
-from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, SliceShape
+from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, SliceShape
 from hotswap.planner import plan
 from hotswap.planner.actions import (
     ClearOp,
@@ -474,6 +474,176 @@ def test_done_needs_every_pod_of_the_attempt_not_one_per_slice() -> None:
     result = run(fleet.snapshot(), now=later)
     assert EventReason.DONE in reasons(result)
     assert any(isinstance(a, ClearOp) for a in result.actions)
+
+
+def _fresh(
+    priority: int = 5,
+    admitted: timedelta = timedelta(seconds=2),
+    on: list[str] | None = None,
+    config: HotswapConfig = CFG,
+    name: str = "fresh",
+) -> tuple[Fleet, JobSet]:
+    """`low` is held for `high` at T0 and Kueue evicted it (its pods still terminate on v0); `high` restarted
+    (attempt 1, old pods on p1 terminating). Kueue then admitted `fresh` at T0 + `admitted` with the quota the
+    hold released. Its JobSet has no pods yet (or Running ones on `on`)."""
+    fleet, high = disrupted_fleet({"low": 10})
+    snap = fleet.snapshot()
+    state = apply_actions(snap, plan(snap, T0, config).actions, T0)
+    fleet.workloads = {w.uid: w for w in state.workloads}
+    low = next(w for w in fleet.workloads.values() if w.name.startswith("jobset-low"))
+    fleet.set_workload(
+        WorkloadBuilder.from_obj(low)
+        .condition("QuotaReserved", ConditionStatus.FALSE, "Pending", T0 + timedelta(seconds=1))
+        .condition("Admitted", ConditionStatus.FALSE, "Pending", T0 + timedelta(seconds=1))
+        .condition("Evicted", ConditionStatus.TRUE, "Deactivated", T0 + timedelta(seconds=1))
+        .obj()
+    )
+    fleet.jobsets[high.uid] = replace(high, restarts=1)
+    fleet.pods = [
+        replace(p, deletion_timestamp=T0) if p.jobset_name in ("high", "low") and p.node_pool in ("p1", "v0") else p
+        for p in fleet.pods
+    ]
+    fleet.slices("x0")  # joins after the op was planned (else it would have been a spare)
+    newcomer = fleet.run(
+        JobSetBuilder("ml", name).replicated_job("w", 1), on or [], priority, admitted_at=T0 + admitted
+    )
+    return fleet, newcomer
+
+
+def _op_of(result: Plan) -> OpRecord:
+    record = next(a for a in result.actions if isinstance(a, RecordOp))
+    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    assert op is not None
+    return op
+
+
+def test_C12_fence_holds_a_fresh_admission_before_its_pods_exist() -> None:
+    fleet, _ = _fresh()
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=3))
+    assert held(result) == ["fresh"]
+    assert [v.split("-")[1] for v in _op_of(result).victims] == ["fresh", "low"]  # recorded like an extension
+    assert result.diagnostics.ops_fenced_victims == 1 and result.diagnostics.ops_extended_victims == 0
+    hold = next(a for a in result.actions if isinstance(a, HoldVictim))
+    assert hold.preemptor.name.startswith("jobset-high") and hold.set_annotations[KEYS.held_since]
+    assert any("admission fence" in e.message for e in result.events)
+
+
+def test_C12_fence_leaves_work_admitted_before_the_op_started() -> None:
+    fleet, _ = _fresh(admitted=-timedelta(seconds=10))
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=3))
+    assert held(result) == [] and result.actions == ()
+
+
+def test_C12_fence_never_holds_running_work() -> None:
+    """Admitted after the op started, but already Running on a slice of its own: not the fence's business."""
+    fleet, _ = _fresh(on=["x0"])
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=3))
+    assert held(result) == [] and result.actions == ()
+
+
+@pytest.mark.parametrize(
+    ("priority", "protect", "history"),
+    [(1000, False, 0), (2000, False, 0), (5, True, 0), (5, False, 3)],
+    ids=["I1_equal_priority", "higher_priority", "protected", "I12_rate_limited"],
+)
+def test_C12_fence_never_holds_what_may_not_be_a_victim(priority: int, protect: bool, history: int) -> None:
+    fleet, newcomer = _fresh(priority)
+    wl = fleet.workload_of(newcomer)
+    if protect:
+        fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.protect, "true").obj())
+    if history:
+        times = ",".join(format_time(T0 - timedelta(hours=h)) for h in range(1, history + 1))
+        fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.hold_history, times).obj())
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=3))
+    assert held(result) == [] and result.actions == ()
+
+
+def test_C12_fence_holds_no_more_than_the_slices_still_at_risk() -> None:
+    """v0 and the preemptor's own p1 are at risk: two newcomers at most, lowest priority first."""
+    fleet, _ = _fresh(priority=7, name="fresha")
+    for name, prio in (("freshb", 5), ("freshc", 6)):
+        fleet.run(JobSetBuilder("ml", name).replicated_job("w", 1), [], prio, admitted_at=T0 + timedelta(seconds=2))
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=3))
+    assert held(result) == ["freshb", "freshc"]
+    # Once the preemptor's new attempt is bound on every host of p1, only v0 is at risk.
+    fleet.pods = [p for p in fleet.pods if not (p.jobset_name == "high" and p.node_pool == "p1")]
+    fleet.pods += [
+        PodBuilder("ml", f"high-w-0-{i}-a1", "high")
+        .job("w", 0)
+        .attempt(1)
+        .on(f"p1-{i}", "p1")
+        .priority(1000)
+        .phase(PodPhase.PENDING)
+        .obj()
+        for i in range(4)
+    ]
+    assert held(run(fleet.snapshot(), now=T0 + timedelta(seconds=3))) == ["freshb"]
+
+
+def test_C12_fence_counts_holds_whose_quota_kueue_has_not_released_yet() -> None:
+    """Right after the fence's holds are written (Kueue has not evicted them), a pass holds nobody else: each
+    of those holds will let exactly one more workload in, and the next pass fences that one (I11)."""
+    fleet, _ = _fresh(priority=7, name="fresha")
+    for name, prio in (("freshb", 5), ("freshc", 6)):
+        fleet.run(JobSetBuilder("ml", name).replicated_job("w", 1), [], prio, admitted_at=T0 + timedelta(seconds=2))
+    now = T0 + timedelta(seconds=3)
+    snap = fleet.snapshot()
+    state = apply_actions(snap, run(snap, now=now).actions, now)
+    assert run(state, now=now + timedelta(seconds=1)).actions == ()
+    # Kueue evicts freshb (its quota is free again): one slot opens, and the fresh admission left gets it.
+    state = replace(
+        state,
+        workloads=tuple(
+            WorkloadBuilder.from_obj(w).condition("QuotaReserved", ConditionStatus.FALSE, "Pending", now).obj()
+            if w.name.startswith("jobset-freshb")
+            else w
+            for w in state.workloads
+        ),
+    )
+    assert held(run(state, now=now + timedelta(seconds=2))) == ["fresha"]
+
+
+def test_C12_fence_respects_the_victim_budget() -> None:
+    """maxVictimsPerPass is a per-pass rate limit: the fence holds the lowest fresh admission now and the other
+    on the next pass (so, as for several preemptors competing for the budget, that next pass writes again)."""
+    config = HotswapConfig(max_victims_per_pass=1)
+    fleet, _ = _fresh(config=config)
+    fleet.run(JobSetBuilder("ml", "second").replicated_job("w", 1), [], 4, admitted_at=T0 + timedelta(seconds=2))
+    now = T0 + timedelta(seconds=3)
+    snap = fleet.snapshot()
+    first = plan(snap, now, config)
+    assert_invariants(snap, first, config)
+    assert held(first) == ["second"]
+    state = apply_actions(snap, first.actions, now)
+    second = plan(state, now, config)
+    assert_invariants(state, second, config)
+    assert held(second) == ["fresh"]
+
+
+def test_C12_fenced_newcomer_stays_held_until_done_then_is_released_on_capacity() -> None:
+    fleet, _ = _fresh(priority=50)  # above `low`, so it is first in line for the one free slice
+    snap = fleet.snapshot()
+    later = T0 + timedelta(seconds=3)
+    state = apply_actions(snap, run(snap, now=later).actions, later)
+    # Its Workload is now inactive and Kueue evicted it; the preemptor is not placed yet: stays held.
+    assert not any(isinstance(a, ReleaseVictim) for a in run(state, now=later + timedelta(seconds=30)).actions)
+    # The preemptor runs on p1 + v0 (low's pods gone) and x0 frees up: Done, then a release on capacity.
+    pods = [p for p in state.pods if p.jobset_name not in ("low", "high")]
+    pods += [
+        PodBuilder("ml", f"high-w-{j}-{i}-a1", "high")
+        .job("w", j)
+        .attempt(1)
+        .on(f"{pool}-{i}", pool)
+        .priority(1000)
+        .obj()
+        for j, pool in enumerate(("p1", "v0"))
+        for i in range(4)
+    ]
+    state = replace(state, pods=tuple(pods))
+    result = run(state, now=later + timedelta(seconds=60))
+    assert EventReason.DONE in reasons(result)
+    released = [a for a in result.actions if isinstance(a, ReleaseVictim)]
+    assert [(a.workload.name.split("-")[1], a.reason) for a in released] == [("fresh", ReleaseReason.CAPACITY)]
 
 
 # --- E. recovery and release ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from hotswap.annotations import AnnotationKeys, OpRecord
 from hotswap.config import HotswapConfig, Scope
-from hotswap.model import ClusterSnapshot
+from hotswap.model import ClusterSnapshot, PodPhase
 from hotswap.planner import plan
 from hotswap.planner.actions import HoldVictim, RecordOp
 from hotswap.planner.simulate import apply_actions
@@ -124,3 +124,87 @@ def test_newcomers_on_reserved_slices_keep_the_invariants(
     assert idempotence_violations(after, result, config) == []
     extended = any(isinstance(a, HoldVictim) and a.workload.name.startswith("jobset-newcomer") for a in result.actions)
     event("op extended" if extended else "not extended")
+
+
+def _editable(state: ClusterSnapshot) -> Fleet:
+    fleet = Fleet(
+        nodes={n.name: n for n in state.nodes},
+        pools={},
+        jobsets={j.uid: j for j in state.jobsets},
+        workloads={w.uid: w for w in state.workloads},
+        pods=list(state.pods),
+        departed=list(state.departed_pods),
+        queues={q.name: q for q in state.cluster_queues},
+    )
+    for node in state.nodes:
+        if node.node_pool:
+            fleet.pools.setdefault(node.node_pool, []).append(node.name)
+    return fleet
+
+
+NEWCOMERS = st.lists(
+    st.tuples(
+        st.sampled_from([5, 10, 100, 500, 1000, 2000]),  # priority
+        st.sampled_from(["cq-a", "cq-b", "cq-c"]),  # ClusterQueue
+        st.integers(-60, 60),  # admitted, seconds after the op started
+        st.booleans(),  # its leader already runs on a reserved slice
+        st.integers(0, 1000),  # which reserved slice
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshot=fleets(), newcomers=NEWCOMERS, later=st.integers(1, 120))
+def test_admission_fence_holds_only_fresh_lower_priority_work_that_never_ran(
+    snapshot: ClusterSnapshot, newcomers: list[tuple[int, str, int, bool, int]], later: int
+) -> None:
+    """C12 fence: after the holds, Kueue admits workloads of random priority and scope, some before the op
+    started, some already running on a reserved slice. The next pass keeps I1-I12, is deterministic and
+    idempotent, and every fence hold is a strictly lower-priority Workload admitted at or after its op started
+    with no Running pod, at most one per reserved slice."""
+    config = HotswapConfig()
+    first = plan(snapshot, T0, config)
+    state = apply_actions(snapshot, first.actions, T0)
+    ops = {
+        a.workload.key: op
+        for a in first.actions
+        if isinstance(a, RecordOp) and (op := OpRecord.decode(a.set_annotations[KEYS.op])) is not None
+    }
+    reserved = sorted(pool for op in ops.values() for pool in op.reserved)
+    assume(reserved)
+    fleet = _editable(state)
+    for i, (priority, queue, offset, running, pick) in enumerate(newcomers):
+        on = [reserved[pick % len(reserved)]] if running else []
+        js = JobSetBuilder("ml", f"new{i}").replicated_job("w", 1)
+        newcomer = fleet.run(js, on, priority, queue, admitted_at=T0 + timedelta(seconds=offset))
+        fleet.pods = [p for p in fleet.pods if p.jobset_name != newcomer.name or p.name.endswith("-0-0")]
+    after = fleet.snapshot()
+    now = T0 + timedelta(seconds=later)
+    result = plan(after, now, config)
+    assert_invariants(after, result, config)
+    assert idempotence_violations(after, result, config) == []
+    assert plan(after, now, config) == result
+
+    workloads = {w.key: w for w in after.workloads}
+    jobsets = {j.uid: j for j in after.jobsets}
+    fenced = {e.involved.key for e in result.events if "admission fence" in e.message}
+    holds = [a for a in result.actions if isinstance(a, HoldVictim)]
+    per_preemptor: dict[str, int] = {}
+    for hold in holds:
+        victim = workloads[hold.workload.key]
+        js = jobsets[victim.owner_jobset_uid or ""]
+        if js.key not in fenced:
+            continue
+        op = ops[hold.preemptor.key]
+        assert op.since is not None
+        preemptor = workloads[hold.preemptor.key]
+        assert (victim.priority or 0) < (preemptor.priority or 0)
+        times = [c.last_transition_time for c in victim.conditions if c.type in ("QuotaReserved", "Admitted")]
+        assert all(t is not None and t >= op.since for t in times)
+        assert not any(p.jobset_name == js.name and p.phase is PodPhase.RUNNING for p in after.pods)
+        per_preemptor[hold.preemptor.key] = per_preemptor.get(hold.preemptor.key, 0) + 1
+    for key, count in per_preemptor.items():
+        assert count <= len(ops[key].reserved)
+    event("fenced" if fenced else "not fenced")

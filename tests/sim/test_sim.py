@@ -112,20 +112,30 @@ def test_policies_rank_as_expected_on_handcrafted_case() -> None:
     assert _mttr(rec) <= _mttr(sched)
 
 
-def test_C12_newcomer_on_a_reserved_slice_is_held_and_the_preemptor_runs() -> None:
-    """The hold releases quota, Kueue admits the queued low JobSet and its pods take the slice the preemptor
-    just emptied by restarting. The op stays open (not every preemptor pod runs) and is extended: the
-    newcomer is held too, and the preemptor runs on whole slices."""
+def test_C12_newcomer_is_fenced_before_its_pods_exist_and_the_preemptor_runs_on_the_ideal_path() -> None:
+    """The hold releases quota and Kueue admits the queued low JobSet. The admission fence holds it before its
+    leader is created (it would otherwise take a slice the preemptor needs, C12), so the preemptor runs after
+    detection + the victim's termination grace + pod start, with no extra grace for a newcomer."""
     sim = _handcrafted("reconciler")
     assert sim.trace is not None
     log = [what for _, what in sim.trace]
     holds = [w.split()[1] for w in log if w.startswith("hold ")]
     admitted = [w.split()[2] for w in log if w.startswith("kueue admits ")]
     assert len(holds) == 2 and holds[1] in admitted  # the second hold is the newcomer Kueue admitted
+    assert not any(w.startswith(f"bind {holds[1]}") or w.startswith(f"{holds[1]} leaders") for w in log)
     assert any(w.startswith("high-") and w.endswith("running (attempt 1)") for w in log)
     high = next(j for j in sim.live if j.cls.name == "high")
     assert high.running
     assert {p.slice for p in high.pods if p.slice is not None} == {s for s in sim.slices if s.occupants() == {high}}
+    timing = sim.timing
+    ideal = (
+        timing.fault_to_node_unhealthy_s
+        + timing.unhealthy_grace_s
+        + timing.pod_termination_grace_s
+        + timing.pod_start_s
+        + 5.0  # reaction, debounce, API write, Kueue eviction, follower creation
+    )
+    assert len(sim.rec.mttr_high_s) == 1 and sim.rec.mttr_high_s[0] <= ideal
 
 
 def test_transients_healing_inside_detection_are_reported_apart_not_hidden() -> None:

@@ -1,0 +1,124 @@
+"""Admission fence: hold lower-priority work Kueue admits while an op is open, before its pods can land (C12).
+
+Every hold frees Kueue quota, and Kueue at once admits the best queued workload that fits. kube-scheduler does not
+honour the op's reservation, and JobSet's exclusive anti-affinity only separates pods of equal priority, so the
+newcomer's leader can bind on a reserved slice next to the preemptor's leader; with `preemptionPolicy: Never` the
+preemptor's followers then never fit. The op extension catches that only after the fact, at the cost of one more
+termination grace. The fence holds such a newcomer as soon as Kueue admits it: it never ran, so it loses no work,
+and its quota is freed again. It is released by the normal rules once the op is Done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+from datetime import datetime
+
+from hotswap.annotations import OpRecord
+from hotswap.model import ConditionStatus, PodPhase, find_condition
+from hotswap.planner.victims import in_scope, lower_priority, victim_order, why_not_victim
+from hotswap.planner.world import Unit, World
+
+
+def admitted_at(unit: Unit) -> datetime | None:
+    """When Kueue last reserved quota for (or admitted) the unit's Workload; None if it holds none now."""
+    wl = unit.workload
+    if wl is None:
+        return None
+    times = []
+    for kind in ("QuotaReserved", "Admitted"):
+        found = find_condition(wl.conditions, kind)
+        if found is not None and found.status is ConditionStatus.TRUE and found.last_transition_time is not None:
+            times.append(found.last_transition_time)
+    # The earlier one: quota reserved before the op started was not freed by it, whatever Admitted says.
+    return min(times, default=None)
+
+
+def never_ran(unit: Unit) -> bool:
+    """No pod of the unit is Running: holding it throws no work away."""
+    return all(p.phase is not PodPhase.RUNNING for p in unit.live_pods)
+
+
+def fresh_admissions(world: World) -> list[Unit]:
+    """Units running in Kueue that have not run yet, in victim order: the fence's pool, built once per pass
+    (each op then keeps those admitted at or after it started)."""
+    found = []
+    for unit in world.units.values():
+        if not unit.running_in_kueue or unit.held_by is not None or unit.op is not None:
+            continue
+        if admitted_at(unit) is not None and never_ran(unit):
+            found.append(unit)
+    return sorted(found, key=lambda u: victim_order(u, world.now))
+
+
+def slices_at_risk(world: World, preemptor: Unit, op: OpRecord) -> list[str]:
+    """Reserved, usable slices the preemptor's current attempt has not yet bound a pod on every host of.
+
+    Once every host is bound no other pod fits there, so a newcomer can no longer take it.
+    """
+    attempt = preemptor.jobset.restarts
+    bound: dict[str, int] = {}
+    for pod in preemptor.live_pods:
+        if pod.restart_attempt == attempt and pod.deletion_timestamp is None and pod.node_name is not None:
+            pool = world.slice_of_pod(pod)
+            if pool is not None:
+                bound[pool] = bound.get(pool, 0) + 1
+    at_risk = []
+    for pool in op.reserved:
+        found = world.slices.get(pool)
+        if found is not None and found.usable and bound.get(pool, 0) < (found.expected_hosts or 1):
+            at_risk.append(pool)
+    return at_risk
+
+
+def fence(
+    world: World,
+    preemptor: Unit,
+    op: OpRecord,
+    candidates: list[Unit],
+    held: Iterable[Unit],
+    disrupted: AbstractSet[str],
+    claimed: AbstractSet[str],
+    budget: int,
+) -> list[Unit]:
+    """Fresh admissions to hold for this op now, and at most `budget` of them.
+
+    Each must be a valid victim of the preemptor (strictly lower under both priorities I1, in scope, not
+    protected, not rate limited I12, not claimed I3, not disrupted I9) and need a shape of a slice at risk.
+    `candidates` comes from `fresh_admissions`; only those admitted at or after the op started qualify.
+
+    Churn guard: one hold per slice still at risk, counting the op's holds (`held`: Workloads held for this
+    preemptor) whose quota Kueue has not released yet. Each of those will let one more workload in, which the
+    next pass fences if the risk remains; so a pass never holds more than the risk needs, and planning again
+    on the snapshot the holds produce writes nothing (I11).
+    """
+    if op.since is None or budget <= 0:
+        return []
+    at_risk = slices_at_risk(world, preemptor, op)
+    if not at_risk:
+        return []
+    victims = set(op.victims)
+    in_flight = sum(
+        1 for u in held if u.workload is not None and u.workload.key in victims and u.workload.quota_reserved
+    )
+    shapes = [world.slices[pool].shape for pool in at_risk]
+    limit = min(len(at_risk) - in_flight, budget)
+    if limit <= 0:
+        return []
+    chosen: list[Unit] = []
+    for unit in candidates:
+        if len(chosen) == limit:
+            break
+        if unit.uid == preemptor.uid or unit.workload is None or unit.workload.key in claimed:
+            continue
+        admitted = admitted_at(unit)
+        if admitted is None or admitted < op.since:
+            continue
+        if not lower_priority(preemptor, unit) or not in_scope(world, preemptor, unit):
+            continue
+        if not any(shape.matches(need) for shape in shapes for need in unit.demand):
+            continue
+        if why_not_victim(world, unit, disrupted, claimed) is not None:
+            continue
+        chosen.append(unit)
+    return sorted(chosen, key=lambda u: u.key)

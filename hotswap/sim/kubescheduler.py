@@ -41,11 +41,16 @@ def _pod_order(p: Pod) -> tuple[int, float, int]:
     return (-p.priority, p.created, p.uid)
 
 
-def _anti_affinity_ok(pod: Pod, s: Slice, cycle: dict[int, list[Pod]]) -> bool:
-    """Leader rule: no pod of another job-key with the same priority in the pool (incl. this cycle's binds)."""
+def _anti_affinity_ok(pod: Pod, s: Slice, cycle: dict[int, list[Pod]], nominated: dict[tuple[int, int], Pod]) -> bool:
+    """Leader rule: no pod of another job-key with the same priority in the pool, counting this cycle's binds and
+    the pods nominated to the pool's hosts. kube-scheduler filters a pod as if every nominated pod of equal or
+    higher priority already ran on its nominated node (framework `RunFilterPluginsWithNominatedPods`), so two
+    leaders of one JobSet cannot both preempt their way into the same pool."""
+    hosts = len(s.hosts)
+    waiting = (holder for h in range(hosts) if (holder := nominated.get((s.id, h))) is not None and holder is not pod)
     return all(
         other is None or other.job_key == pod.job_key or other.priority != pod.priority
-        for other in (*s.hosts, *cycle.get(s.id, ()))
+        for other in (*s.hosts, *cycle.get(s.id, ()), *waiting)
     )
 
 
@@ -90,13 +95,18 @@ def schedule(pending: Iterable[Pod], slices: Sequence[Slice], preemption: bool) 
     for pod in queue:
         if pod.nominated is not None and pod.nominated[0].schedulable:
             s, h = pod.nominated
-            if s.hosts[h] is None and (s.id, h) not in taken:
-                bind(pod, s, h)
-                continue
-            if any(o is not None and o.phase is PodPhase.TERMINATING for o in s.hosts):
-                continue  # wait for the victims it already chose
+            # The nominated node is only tried first: the pod still passes every filter there (anti-affinity
+            # included) before it binds, else it is scheduled afresh.
+            if pod.index != 0 or _anti_affinity_ok(pod, s, cycle, nominated):
+                if s.hosts[h] is None and (s.id, h) not in taken:
+                    bind(pod, s, h)
+                    continue
+                if any(o is not None and o.phase is PodPhase.TERMINATING for o in s.hosts):
+                    continue  # wait for the victims it already chose
+            elif nominated.get((s.id, h)) is pod:
+                del nominated[(s.id, h)]
         if pod.index == 0:
-            pools = [s for s in slices if s.schedulable and _anti_affinity_ok(pod, s, cycle)]
+            pools = [s for s in slices if s.schedulable and _anti_affinity_ok(pod, s, cycle, nominated)]
         else:
             leader_pool = _leader_slice(pod)
             if leader_pool is None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from hotswap.sim import kubescheduler
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.params import HOUR, FailureKind, Failures, Fleet, JobClass, Scenario
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.simulator import Simulator
-from hotswap.sim.state import JobState
+from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
 
 
 def test_events_run_in_time_then_insertion_order_and_cancel() -> None:
@@ -158,3 +159,43 @@ def test_pooled_figures_sum_counts_and_take_percentiles_over_all_seeds() -> None
     assert pooled["mttr_s"]["n"] == runs[0]["mttr_s"]["n"] + runs[1]["mttr_s"]["n"]
     assert sorted(pooled["mttr_samples_s"]) == sorted(runs[0]["mttr_samples_s"] + runs[1]["mttr_samples_s"])
     assert pooled["utilisation"] == round((runs[0]["utilisation"] + runs[1]["utilisation"]) / 2, 5)
+
+
+def _pool_of(job: Job, sid: int, hosts: int = 4) -> Slice:
+    s = Slice(id=sid, pool=f"p{sid}", hosts=[None] * hosts)
+    for h in range(hosts):
+        pod = Pod(job=job, attempt=0, child=0, index=h, created=0.0, uid=100 * sid + h, phase=PodPhase.RUNNING)
+        pod.slice, pod.host, pod.running_at = s, h, 0.0
+        s.hosts[h] = pod
+    return s
+
+
+def _job(jid: int, priority: int, slices: int) -> Job:
+    cls = JobClass(name=f"c{priority}", priority=priority, slices=slices, population=1, mean_duration_h=1.0)
+    return Job(id=jid, name=f"j{jid}", cls=cls, work_s=1.0, created=0.0, state=JobState.ADMITTED)
+
+
+def test_two_leaders_of_one_jobset_never_preempt_their_way_into_the_same_pool() -> None:
+    """Storm-tail regression: kube-scheduler filters a pod as if the nominated pods of equal or higher priority
+    already ran on their nodes, so the second leader of a JobSet does not pick the pool its first leader was just
+    nominated to (priority-scoped exclusive anti-affinity); before, both leaders landed in one pool and the
+    JobSet waited for waitForPodsReady, round after round."""
+    low_a, low_b, high = _job(1, 10, 1), _job(2, 10, 1), _job(3, 1000, 2)
+    slices = [_pool_of(low_a, 0), _pool_of(low_b, 1)]
+    leaders = [Pod(job=high, attempt=0, child=c, index=0, created=1.0, uid=900 + c) for c in range(2)]
+    decisions = kubescheduler.schedule(leaders, slices, preemption=True)
+    chosen = {d.preemptor.child: d.slice.id for d in decisions if isinstance(d, kubescheduler.Preempt)}
+    assert chosen == {0: 0, 1: 1}
+
+
+def test_a_nominated_leader_still_passes_anti_affinity_before_it_binds() -> None:
+    """The nominated node is only tried first: an equal-priority leader of another job-key bound there meanwhile
+    sends the pod elsewhere instead of binding next to it."""
+    other, high = _job(1, 1000, 1), _job(3, 1000, 2)
+    crowded = Slice(id=0, pool="p0", hosts=[None] * 4)
+    squatter = Pod(job=other, attempt=0, child=0, index=0, created=0.0, uid=1, phase=PodPhase.STARTING)
+    squatter.slice, squatter.host, crowded.hosts[0] = crowded, 0, squatter
+    empty = Slice(id=1, pool="p1", hosts=[None] * 4)
+    leader = Pod(job=high, attempt=0, child=0, index=0, created=1.0, uid=2, nominated=(crowded, 1))
+    decisions = kubescheduler.schedule([leader], [crowded, empty], preemption=True)
+    assert [(type(d).__name__, d.slice.id) for d in decisions] == [("Bind", 1)]

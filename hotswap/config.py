@@ -166,6 +166,13 @@ class HotswapConfig(BaseModel):
         timedelta(minutes=10),
         "A preemptor counts as infra-disrupted by pods that left an Unhealthy slice this recently.",
     )
+    inversion_grace: Duration = _duration(
+        timedelta(0),
+        timedelta(minutes=30),
+        timedelta(seconds=15),
+        "A slice priority inversion (lower-priority pods in the slice where a higher-priority JobSet cannot place "
+        "its pods) is resolved only after it has lasted this long, so normal scheduling churn is not acted on.",
+    )
     fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
     eviction_timeout: Duration = _duration(
         timedelta(seconds=10),

@@ -1,7 +1,8 @@
 """The pure planning core: `plan(snapshot, now, config) -> Plan`, no I/O.
 
 One pass: index the snapshot, continue/finish/abort open operations, plan new operations for infra-disrupted
-preemptors (spares first, then minimal lower-priority victim sets), release held victims, and optionally
+preemptors (spares first, then minimal lower-priority victim sets), resolve slice priority inversions (lower-priority
+work in a higher-priority JobSet's slice), release held victims, and optionally
 fast-fail opted-in pods on unreachable nodes. Everything is recomputed from the snapshot; annotations carry
 the few facts that cannot be (who holds whom, since when).
 """
@@ -22,6 +23,7 @@ from hotswap.planner.actions import (
     ReleaseVictim,
     make_op_id,
 )
+from hotswap.planner.inversion import resolve_inversions
 from hotswap.planner.ops import Ledger, advance_ops
 from hotswap.planner.preempt import disrupted_units, plan_preemptions
 from hotswap.planner.release import plan_releases
@@ -39,6 +41,9 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     disrupted = disrupted_units(world)
     advance_ops(world, ledger, disrupted.keys())
     blocked, planned, held = plan_preemptions(world, ledger, disrupted)
+    # After infra preemption, which has first call on the victim budget; before releases, so the slices these
+    # ops reserve are not handed to released victims.
+    held += resolve_inversions(world, ledger, config.max_victims_per_pass - ledger.added - held)
     held += ledger.added
     released = plan_releases(world, ledger, blocked)
     _fast_fail(world, ledger)
@@ -61,6 +66,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             ops_done=ledger.done,
             ops_extended_victims=ledger.extended,
             ops_fenced_victims=ledger.fenced,
+            ops_inversion_victims=ledger.inverted,
             ops_aborted=ledger.aborted,
             victims_held=held,
             victims_released=released,

@@ -103,6 +103,8 @@ class EventReason(StrEnum):
     VICTIM_RELEASED = "HotswapVictimReleased"
     ABORTED = "HotswapAborted"
     EVICTION_SLOW = "HotswapEvictionSlow"
+    INVERSION_RESOLVED = "HotswapInversionResolved"
+    """An op was opened for a JobSet whose slice lower-priority work shared (slice priority inversion)."""
 
 
 class EventType(StrEnum):
@@ -138,6 +140,8 @@ class Diagnostics:
     """Victims added to open operations because they took a reserved slice (C12)."""
     ops_fenced_victims: int = 0
     """Fresh lower-priority admissions held by the admission fence before their pods could land (C12)."""
+    ops_inversion_victims: int = 0
+    """Lower-priority workloads held because they shared a higher-priority JobSet's slice (priority inversion)."""
     ops_aborted: int = 0
     victims_held: int = 0
     victims_released: int = 0

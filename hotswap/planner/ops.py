@@ -42,6 +42,8 @@ class Ledger:
     """Victims added to open operations this pass because they took a reserved slice (C12)."""
     fenced: int = 0
     """Fresh admissions held by the admission fence this pass (C12, before their pods land)."""
+    inverted: int = 0
+    """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
 
     @property
     def added(self) -> int:
@@ -93,7 +95,7 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
     """Finish, abort, continue, extend or reconstruct every operation recorded in the snapshot.
 
     `disrupted` holds the uids of units with infra evidence (an op is extended only while its preemptor
-    still has some, I8; those units are never victims, I9).
+    still has some, I8, or within the attribution window).
     """
     held_for: dict[str, list[Unit]] = defaultdict(list)
     for unit in world.units.values():
@@ -241,11 +243,11 @@ def _intruders(
 
     All or nothing (I2, I6): every intruder on every reserved slice must be a valid victim (strictly lower
     priority under both priorities I1, in scope, not protected, not rate limited I12, not claimed I3, not a
-    preemptor or disrupted itself I9) and fit in this pass's victim budget; otherwise nothing is held and the
-    preemptor is reported blocked. Returns the intruders, the unreserved slices they are on (which the op then
-    reserves), and whether a reserved slice is lost to a workload that may not be held. Kube-scheduler does not
-    honour the reservation, so this is the only way to give the slice back to the preemptor without node taints
-    (the reconciler may only patch Workloads).
+    preemptor I9; it may be infra-disrupted itself) and fit in this pass's victim budget; otherwise nothing is
+    held and the preemptor is reported blocked. Returns the intruders, the unreserved slices they are on (which
+    the op then reserves), and whether a reserved slice is lost to a workload that may not be held.
+    Kube-scheduler does not honour the reservation, so this is the only way to give the slice back to the
+    preemptor without node taints (the reconciler may only patch Workloads).
     """
     found: dict[str, Unit] = {}
     refusals: list[str] = []
@@ -271,7 +273,11 @@ def _intruders(
             wl = unit.workload
             if unit.held_by is not None or (wl is not None and wl.key in named):
                 continue  # a victim whose pods are still terminating
-            why = why_not_victim(world, unit, disrupted, ledger.claimed)
+            # An infra-disrupted intruder may be held (unlike a victim chosen for a new op, B17): its leader took
+            # the preemptor's slice, so it has restarted and loses no more progress, and it has no op of its own
+            # (why_not_victim refuses preemptors, and a unit held here is never made one later this pass, I9).
+            # Refusing it left both JobSets deadlocked until waitForPodsReady in storms.
+            why = why_not_victim(world, unit, frozenset(), ledger.claimed)
             if why is None and not lower_priority(preemptor, unit):
                 why = "not of strictly lower priority"
             if why is None and not in_scope(world, preemptor, unit):

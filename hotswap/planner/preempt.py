@@ -61,6 +61,8 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         unit = world.units[uid]
         if uid in ledger.open_ops or not deficit(world, unit):
             continue
+        if unit.workload is not None and unit.workload.key in ledger.claimed:
+            continue  # held this pass by an op extension: a victim never becomes a preemptor (I9)
         refusal = _preemptor_refusal(world, unit)
         if refusal is not None:
             if unit.running_in_kueue and not unit.movable:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from hotswap.annotations import is_true, parse_time
+from hotswap.planner.inversion import inversion_deadlines
 from hotswap.planner.world import World, hold_since
 from hotswap.slices import SliceHealth
 
@@ -50,6 +51,7 @@ def _deadlines(world: World) -> Iterator[datetime]:
             if len(recent) >= config.max_holds_per_window:
                 # I12: the oldest hold leaving the window makes the Workload a possible victim again.
                 yield recent[len(recent) - config.max_holds_per_window] + config.hold_window
+    yield from inversion_deadlines(world)  # inversionGrace: a slice priority inversion becomes due
 
 
 def next_wakeup(world: World) -> datetime | None:

@@ -505,6 +505,7 @@ class Simulator:
     def _arm_pods_ready(self, job: Job) -> None:
         """waitForPodsReady: timeout after admission, recoveryTimeout after PodsReady turns False."""
         job.ready_token += 1
+        job.not_ready_since = self.now
         token = job.ready_token
         self.loop.after(self.timing.pods_ready_timeout_s, lambda: self._pods_ready_check(job, token))
 

@@ -138,7 +138,12 @@ def _workload(job: Job) -> Workload:
     conditions = [
         Condition("QuotaReserved", ConditionStatus.TRUE if admitted else ConditionStatus.FALSE, "", since),
         Condition("Admitted", ConditionStatus.TRUE if admitted else ConditionStatus.FALSE, "", since),
-        Condition("PodsReady", ConditionStatus.TRUE if job.running else ConditionStatus.FALSE),
+        Condition(
+            "PodsReady",
+            ConditionStatus.TRUE if job.running else ConditionStatus.FALSE,
+            "",
+            at(job.run_start if job.run_start is not None else job.not_ready_since or job.created),
+        ),
     ]
     if job.state is JobState.HELD:
         conditions.append(Condition("Evicted", ConditionStatus.TRUE, "Deactivated"))

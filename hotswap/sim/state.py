@@ -93,6 +93,7 @@ class Job:
     requeue_at: float = 0.0  # Kueue backoff after PodsReadyTimeout
     requeue_count: int = 0
     ready_token: int = 0  # invalidates stale waitForPodsReady checks
+    not_ready_since: float | None = None  # Workload PodsReady=False lastTransitionTime (admission or failure)
     rv: int = 1  # Workload resourceVersion
     finished_at: float | None = None
     # Hold bookkeeping (reconciler): the Workload annotations the planner persists.

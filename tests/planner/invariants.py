@@ -43,6 +43,10 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         snapshot.nodes, now, config.unhealthy_grace, config.recovery_stabilization, config.tolerated_taint_keys
     )
     pool_of = {n.name: n.node_pool for n in snapshot.nodes}
+    hosts_of: dict[str, list[str]] = {}
+    for n in snapshot.nodes:
+        if n.node_pool:
+            hosts_of.setdefault(n.node_pool, []).append(n.name)
     occupants: dict[str, set[str]] = {}
     running: dict[str, int] = {}  # JobSet key -> Running pods, any node
     for pod in snapshot.pods:
@@ -165,8 +169,32 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             for d in snapshot.departed_pods
             if d.namespace == h_js.namespace and d.jobset_name == h_js.name and d.node_name
         }
-        if not any(p is None or p not in slices or slices[p].health is SliceHealth.UNHEALTHY for p in pools_touched):
-            problems.append(f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice")
+        if any(p is None or p not in slices or slices[p].health is SliceHealth.UNHEALTHY for p in pools_touched):
+            continue
+        # I8 is extended for slice priority inversions: in reconciler mode every TPU PriorityClass has
+        # preemptionPolicy Never and JobSet's exclusive anti-affinity only separates equal priorities, so a
+        # lower-priority leader can share the slice where the preemptor waits for its followers, and nothing but
+        # the reconciler can undo that (research §2.5). Such an op needs no infra evidence, but every slice it
+        # takes (not the ones it keeps) must hold live pods of the preemptor's current attempt and of another
+        # JobSet, each of which is a victim of this op or already held; and the preemptor is not yet all Running.
+        own_pods = [
+            p
+            for p in snapshot.pods
+            if p.namespace == h_js.namespace and p.jobset_name == h_js.name and p.deletion_timestamp is None
+        ]
+        inversion = bool(op.slices) and sum(p.phase is PodPhase.RUNNING for p in own_pods) < sum(
+            len(hosts_of.get(pool, ())) for pool in op.reserved
+        )
+        for pool in op.slices:
+            mine = any(
+                (pool_of.get(p.node_name or "") or p.node_pool) == pool and p.restart_attempt == h_js.restarts
+                for p in own_pods
+                if p.node_name and not p.terminal
+            )
+            others = occupants.get(pool, set()) - {h_js.key}
+            inversion = inversion and mine and bool(others) and others <= victim_keys | held_after
+        if not inversion:
+            problems.append(f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice or a priority inversion")
 
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from hotswap.planner.actions import EventReason
 from hotswap.sim import kubescheduler
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.params import HOUR, FailureKind, Failures, Fleet, JobClass, Scenario
+from hotswap.sim.policies.reconciler import ReconcilerPolicy
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.simulator import Simulator
 from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
@@ -199,3 +201,54 @@ def test_a_nominated_leader_still_passes_anti_affinity_before_it_binds() -> None
     leader = Pod(job=high, attempt=0, child=0, index=0, created=1.0, uid=2, nominated=(crowded, 1))
     decisions = kubescheduler.schedule([leader], [crowded, empty], preemption=True)
     assert [(type(d).__name__, d.slice.id) for d in decisions] == [("Bind", 1)]
+
+
+def _leader_collision(policy: str) -> Simulator:
+    """2 slices: a high and a low 1-slice JobSet. Both slices crash and heal inside detection (no infra
+    evidence, so no op), the high one first: both restarted leaders bind in the one healed pool (exclusive
+    placement only separates equal priorities) and, with preemptionPolicy Never, neither can place its followers."""
+    scenario = Scenario(
+        name="collision",
+        seed=5,
+        horizon_h=1.0,
+        fleet=Fleet(slices=2),
+        classes=(
+            JobClass(name="high", priority=2_000_000, slices=1, population=1, mean_duration_h=1e6),
+            JobClass(name="low", priority=1_000_000, slices=1, population=1, mean_duration_h=1e6),
+        ),
+        failures=Failures(slice_mtbf_h=1e9),
+    )
+    policy_impl = POLICIES[policy]()
+    sim = Simulator(scenario, policy_impl)
+    sim.run()
+    sim.trace = []
+    if isinstance(policy_impl, ReconcilerPolicy):
+        policy_impl.keep_plans = True
+    high = next(s for s in sim.slices if any(p is not None and p.job.cls.name == "high" for p in s.hosts))
+    low = next(s for s in sim.slices if s is not high)
+    sim._fail_now(high, 20.0, FailureKind.CRASH)
+    sim._fail_now(low, 27.0, FailureKind.CRASH)
+    sim.loop.run(4 * HOUR)
+    return sim
+
+
+def test_mixed_priority_leader_collision_is_resolved_by_the_reconciler_not_left_to_waitForPodsReady() -> None:
+    """Storm-tail regression: the reconciler holds the low JobSet sharing the high one's slice (a slice priority
+    inversion) instead of both waiting for waitForPodsReady and colliding again after the same backoff."""
+    stuck = _leader_collision("none")
+    log = [what for _, what in stuck.trace or []]
+    leaders = [w.split(" -> ")[1].split("/")[0] for w in log if w.startswith("bind ") and "-w-0-0-a1" in w]
+    assert len(set(leaders[:2])) == 1  # both leaders first met in one pool: the deadlock the fix is for
+    assert stuck.rec.pods_ready_evictions == 2 and stuck.rec.mttr_high_s[0] > 1800
+
+    sim = _leader_collision("reconciler")
+    assert sim.rec.pods_ready_evictions == 0
+    assert len(sim.rec.mttr_high_s) == 1 and sim.rec.mttr_high_s[0] < 120
+    policy = sim.policy
+    assert isinstance(policy, ReconcilerPolicy)
+    reasons = [e.reason for p in policy.plans for e in p.events]
+    assert EventReason.INVERSION_RESOLVED in reasons
+    low = next(j for j in sim.live if j.cls.name == "low")
+    high = next(j for j in sim.live if j.cls.name == "high")
+    assert high.running and low.running  # the low JobSet was released and runs on the healed second slice
+    assert sim.lost_victims() == 0

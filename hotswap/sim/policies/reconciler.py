@@ -58,7 +58,7 @@ class ReconcilerPolicy:
             self._request(self.sim.timing.reconciler_reaction_s)
 
     def busy(self) -> bool:
-        """Anything the planner could act on: unhealthy/recovering slices, holds, open operations."""
+        """Anything the planner could act on: unhealthy/recovering slices, holds, open operations, shared slices."""
         sim = self.sim
         horizon = (
             self.config.unhealthy_grace + self.config.recovery_stabilization + self.config.attribution_window
@@ -66,6 +66,8 @@ class ReconcilerPolicy:
         for s in sim.slices:
             if not s.healthy or not s.node_ready or sim.now - s.node_transition <= horizon:
                 return True
+        if any(len(s.occupants()) > 1 for s in sim.slices):
+            return True  # a possible slice priority inversion (lower-priority pods in a higher JobSet's slice)
         keys = self._keys
         settle = self.config.release_settle
         for j in sim.live:

@@ -380,6 +380,10 @@ class Controller:
                 continue
             if decision.reason is EventReason.PLANNED:
                 self.metrics.ops.labels(result="planned").inc()
+            elif decision.reason is EventReason.INVERSION_RESOLVED:
+                # An op opened without an infrastructure failure; it still ends in Done or Aborted.
+                self.metrics.ops.labels(result="planned").inc()
+                self.metrics.ops.labels(result="inversion").inc()
             elif decision.reason is EventReason.DONE:
                 self.metrics.ops.labels(result="done").inc()
                 failure = self.recovery.finish(decision.op_id)

@@ -40,7 +40,8 @@ class HotswapSettings(ConfigModel):
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Reconciler tuning in its own schema (camelCase), e.g. `unhealthyGrace: 20s`, `maxHold: 6h`, "
-        "`scope: Cohort`, `fastFail: {enabled: true}`; validated with the reconciler's own model.",
+        "`inversionGrace: 15s`, `scope: Cohort`, `fastFail: {enabled: true}`; validated with the reconciler's own "
+        "model.",
     )
 
     @model_validator(mode="after")

@@ -6,12 +6,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import PlatformConfig, parse_platform_config
-from components.config.priorities import HotswapMode, PriorityTier
+from components.config.priorities import MAX_USER_PRIORITY, HotswapMode, PriorityTier
 from components.kube.objects import KubernetesObject, inherited_depends_on
 
 TYPE_TOKEN = "gke-tpu-priority:index:PriorityTiers"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 TIER_LABEL = "gke-tpu-priority.io/priority-tier"
+# PriorityClasses with this label (value "controllers") run platform controllers, never TPU work.
+ROLE_LABEL = "gke-tpu-priority.io/priority-class-role"
+CONTROLLER_HEADROOM = 1_000_000
 
 
 class PriorityTiersArgs(TypedDict):
@@ -36,6 +39,26 @@ def priority_class(tier: PriorityTier, mode: HotswapMode) -> dict[str, Any]:
         "globalDefault": tier.global_default,
         "preemptionPolicy": preemption_policy(tier, mode),
         "description": tier.description,
+    }
+
+
+def controller_priority_class(
+    config: PlatformConfig, name: str, description: str, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A class for a platform controller: above every TPU tier (a preempted protector protects nothing)."""
+    top = max(t.value for t in config.priorities)
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "gke-tpu-priority", **(labels or {}), ROLE_LABEL: "controllers"},
+        },
+        "value": min(MAX_USER_PRIORITY, top + CONTROLLER_HEADROOM),
+        "globalDefault": False,
+        # Controllers run on the system pool and never need to push anything off it.
+        "preemptionPolicy": "Never",
+        "description": description,
     }
 
 

@@ -622,6 +622,26 @@ def effective_config(policy: ResourceValidationPolicy | StackValidationPolicy, g
     return merged
 
 
+def _resource_policy(
+    name: str,
+    description: str,
+    validate: Callable[[ResourceValidationArgs, ReportViolation], None],
+    enforcement_level: EnforcementLevel,
+    severity: Severity,
+    config: Mapping[str, Mapping[str, Any]] | None,
+    tags: Sequence[str],
+) -> ResourceValidationPolicy:
+    return ResourceValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=enforcement_level,
+        severity=severity,
+        config_schema=_config_schema(config),
+        tags=list(tags),
+    )
+
+
 def kubernetes_policy(
     name: str,
     description: str,
@@ -643,15 +663,7 @@ def kubernetes_policy(
                 for message in check(obj, cfg):
                     report_violation(message, None)
 
-    policy = ResourceValidationPolicy(
-        name=name,
-        description=description,
-        validate=validate,
-        enforcement_level=enforcement_level,
-        severity=severity,
-        config_schema=_config_schema(config),
-        tags=list(tags),
-    )
+    policy = _resource_policy(name, description, validate, enforcement_level, severity, config, tags)
     return policy
 
 
@@ -675,15 +687,7 @@ def gcp_policy(
         for message in check(args.props, args.name, cfg):
             report_violation(message, None)
 
-    policy = ResourceValidationPolicy(
-        name=name,
-        description=description,
-        validate=validate,
-        enforcement_level=enforcement_level,
-        severity=severity,
-        config_schema=_config_schema(config),
-        tags=list(tags),
-    )
+    policy = _resource_policy(name, description, validate, enforcement_level, severity, config, tags)
     return policy
 
 

@@ -10,7 +10,7 @@ from components.config.base import ConfigModel, problems_error
 from components.config.priorities import HotswapMode
 
 # Keys the package derives from the rest of the stack; setting them in `settings` would contradict it.
-DERIVED_SETTINGS = ("mode", "leaderElection", "metricsPort", "healthPort", "dryRun", "annotationDomain")
+DERIVED_SETTINGS = ("leaderElection", "metricsPort", "healthPort", "dryRun", "annotationDomain")
 
 
 class HotswapResources(ConfigModel):
@@ -53,7 +53,7 @@ class HotswapSettings(ConfigModel):
         problems = [
             f".settings.{key}: set by the package from the stack (use hotswap.{key} or remove it)"
             for key in DERIVED_SETTINGS
-            if key in self.settings and key not in ("mode",)
+            if key in self.settings
         ]
         if "mode" in self.settings:
             problems.append(".settings.mode: use `hotswap.mode` (it also sets the PriorityClasses' preemption policy)")

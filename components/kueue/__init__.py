@@ -10,31 +10,21 @@ from components.cluster.node_pools import SYSTEM_LABEL
 from components.config import PlatformConfig, parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
 from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
+from components.priorities import controller_priority_class
 
 TYPE_TOKEN = "gke-tpu-priority:index:KueueJobSet"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 SYSTEM_NODE_SELECTOR = {SYSTEM_LABEL: "true"}
 CONTROLLERS_PRIORITY_CLASS = "tpu-platform-controllers"
-MAX_USER_PRIORITY = 1_000_000_000
 
 
 def controllers_priority_class(config: PlatformConfig) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {
-            "name": CONTROLLERS_PRIORITY_CLASS,
-            "labels": {
-                "app.kubernetes.io/managed-by": "gke-tpu-priority",
-                "gke-tpu-priority.io/priority-class-role": "controllers",
-            },
-        },
-        "value": min(MAX_USER_PRIORITY, max(t.value for t in config.priorities) + 1_000_000),
-        "globalDefault": False,
-        "preemptionPolicy": "Never",
-        "description": "Kueue and JobSet controllers: above every TPU tier, so admission never waits on them.",
-    }
+    return controller_priority_class(
+        config,
+        CONTROLLERS_PRIORITY_CLASS,
+        "Kueue and JobSet controllers: above every TPU tier, so admission never waits on them.",
+    )
 
 
 class KueueJobSetArgs(TypedDict):

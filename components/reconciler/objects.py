@@ -8,6 +8,7 @@ import yaml
 
 from components.cluster.node_pools import SYSTEM_LABEL
 from components.config import PlatformConfig
+from components.priorities import controller_priority_class
 from hotswap.config import HotswapConfig
 
 APP = "hotswap-reconciler"
@@ -17,9 +18,7 @@ METRICS_PORT = 8080
 HEALTH_PORT = 8081
 RUN_AS = 65532  # the image's non-root user
 CONFIG_PATH = "/etc/hotswap/config.yaml"
-# Above every TPU tier (a preempted preemptor helps nobody), within the range Kubernetes allows users.
 RECONCILER_PRIORITY_CLASS = "hotswap-reconciler"
-MAX_USER_PRIORITY = 1_000_000_000
 
 
 def meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -47,7 +46,8 @@ def reconciler_config(config: PlatformConfig) -> dict[str, Any]:
 
 
 def fast_fail_enabled(config: PlatformConfig) -> bool:
-    return bool(reconciler_config(config).get("fastFail", {}).get("enabled", False))
+    fast_fail = config.hotswap.settings.get("fastFail") or {}
+    return bool(fast_fail.get("enabled", False))
 
 
 def namespace(config: PlatformConfig) -> dict[str, Any]:
@@ -149,19 +149,12 @@ def config_map(config: PlatformConfig) -> dict[str, Any]:
 
 
 def priority_class(config: PlatformConfig) -> dict[str, Any]:
-    top = max(t.value for t in config.priorities)
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": meta(
-            RECONCILER_PRIORITY_CLASS, labels={**LABELS, "gke-tpu-priority.io/priority-class-role": "controllers"}
-        ),
-        "value": min(MAX_USER_PRIORITY, top + 1_000_000),
-        "globalDefault": False,
-        # It runs on the system pool and never needs to push anything off it.
-        "preemptionPolicy": "Never",
-        "description": "The hotswap reconciler: above every TPU tier so it is never preempted by what it protects.",
-    }
+    return controller_priority_class(
+        config,
+        RECONCILER_PRIORITY_CLASS,
+        "The hotswap reconciler: above every TPU tier so it is never preempted by what it protects.",
+        labels=dict(LABELS),
+    )
 
 
 def deployment(config: PlatformConfig, image: Any, config_hash: str, pinned: bool) -> dict[str, Any]:

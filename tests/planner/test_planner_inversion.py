@@ -222,7 +222,19 @@ def test_inversion_plans_keep_the_invariants_and_are_idempotent(
     config = CONFIG.model_copy(update={"max_victims_per_pass": victims})
     result = plan(snapshot, T0, config)
     assert_invariants(snapshot, result, config)
-    assert idempotence_violations(snapshot, result, config) == []
+    holds = sum(isinstance(a, HoldVictim) for a in result.actions)
+    if holds < victims:
+        assert idempotence_violations(snapshot, result, config) == []
+    else:
+        # maxVictimsPerPass bound: by design the next pass holds the rest (see the budget matrix tests), so
+        # I11 is checked as convergence: a few more passes reach a pass that writes nothing.
+        current, passes = snapshot, [result]
+        for _ in range(10):
+            current = apply_actions(current, passes[-1].actions, T0)
+            passes.append(plan(current, T0, config))
+            if not passes[-1].actions:
+                break
+        assert not passes[-1].actions, "passes did not converge under the victim budget"
     assert plan(snapshot, T0, config) == result
     priorities = {w.key: w.priority or 0 for w in snapshot.workloads}
     for hold in (a for a in result.actions if isinstance(a, HoldVictim)):

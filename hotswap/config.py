@@ -154,6 +154,14 @@ class HotswapConfig(BaseModel):
         timedelta(seconds=20),
         "A slice is Unhealthy only after a bad condition has lasted this long (filters flaps, A1).",
     )
+    confirmed_unhealthy_grace: Duration = _duration(
+        timedelta(0),
+        timedelta(minutes=30),
+        timedelta(0),
+        "A slice is Unhealthy after this long instead of unhealthyGrace once a JobSet pod on it has failed with the "
+        "bad condition: the workload restarts anyway, and its new attempt should not wait for the flap filter. "
+        "Set it to unhealthyGrace to wait the full grace always.",
+    )
     recovery_stabilization: Duration = _duration(
         timedelta(0),
         timedelta(hours=2),
@@ -261,6 +269,12 @@ class HotswapConfig(BaseModel):
     def _cross_field(self) -> Self:
         if self.metrics_port == self.health_port:
             raise ValueError(f"metricsPort and healthPort must differ; both are {self.metrics_port}")
+        if self.confirmed_unhealthy_grace > self.unhealthy_grace:
+            raise ValueError(
+                f"confirmedUnhealthyGrace ({self.confirmed_unhealthy_grace}) must not exceed unhealthyGrace "
+                f"({self.unhealthy_grace}): a failure the workload confirmed is never waited on longer than an "
+                "unconfirmed one; lower confirmedUnhealthyGrace or raise unhealthyGrace"
+            )
         if self.max_hold <= self.resync_period:
             raise ValueError("maxHold must be longer than resyncPeriod")
         return self

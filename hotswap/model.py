@@ -170,6 +170,8 @@ class DepartedPod:
     gone_at: datetime
     priority: int | None = None
     disruption_reason: str | None = None
+    failed: bool = False
+    """The pod was Failed or Unknown when it went (its containers died), not deleted while running."""
 
 
 @dataclass(frozen=True, slots=True)

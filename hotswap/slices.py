@@ -1,7 +1,8 @@
 """Group TPU nodes into slices (one GKE node pool = one slice) and classify each slice's health (B.3).
 
 A multi-host slice is all-or-nothing, so one bad host makes the whole slice Unhealthy. Bad conditions must
-last `unhealthyGrace` before they count (A1); recovered slices must stay good for `recoveryStabilization`
+last `unhealthyGrace` before they count (A1), or `confirmedUnhealthyGrace` once a JobSet pod on the slice has
+failed with them; recovered slices must stay good for `recoveryStabilization`
 before they are reused (A9). Conditions Kubernetes does not timestamp (cordon, missing nodes, NoSchedule
 taints) count at once: they are deliberate or already lasting, not flaps.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
@@ -231,3 +232,41 @@ def classify_groups(
         key: classify_slice(key, members, now, grace, stabilization, tolerated)
         for key, members in sorted(groups.items())
     }
+
+
+def confirm_failures(
+    slices: Mapping[str, Slice],
+    failures: Mapping[str, Iterable[datetime | None]],
+    now: datetime,
+    unhealthy_grace: timedelta,
+    confirmed_grace: timedelta,
+) -> dict[str, Slice]:
+    """Promote Suspect slices where a workload already failed to Unhealthy after `confirmed_grace`.
+
+    `failures` maps a slice to when JobSet pods on it failed (None: unknown). `unhealthyGrace` filters flapping
+    node conditions that do not touch the work; once a pod on the slice has failed with the node, the flap
+    question is moot for that workload (it restarts anyway), and every second of grace is a second its new
+    attempt waits for a slice.
+    """
+    result = dict(slices)
+    for pool, failed in failures.items():
+        found = slices.get(pool)
+        due = None if found is None else confirmation_deadline(found, failed, unhealthy_grace, confirmed_grace)
+        if found is not None and due is not None and now >= due:
+            result[pool] = replace(found, health=SliceHealth.UNHEALTHY)
+    return result
+
+
+def confirmation_deadline(
+    found: Slice, failed: Iterable[datetime | None], unhealthy_grace: timedelta, confirmed_grace: timedelta
+) -> datetime | None:
+    """When `confirm_failures` promotes this Suspect slice; None if it never will.
+
+    A failure more than `unhealthyGrace` before the bad condition began is unrelated to it and does not count
+    (within that window it may well be the same fault: container errors often surface before NotReady).
+    """
+    if found.health is not SliceHealth.SUSPECT or found.since is None:
+        return None
+    since = found.since
+    related = [since if t is None else max(since, t) for t in failed if t is None or t >= since - unhealthy_grace]
+    return min(related) + confirmed_grace if related else None

@@ -401,6 +401,7 @@ class SnapshotBuilder:
             gone_at=self.clock(),
             priority=pod.priority,
             disruption_reason=pod.disruption_reason,
+            failed=pod.phase in (PodPhase.FAILED, PodPhase.UNKNOWN),
         )
 
     def build(

@@ -13,7 +13,7 @@ from datetime import datetime
 from hotswap.annotations import is_true, parse_time
 from hotswap.planner.inversion import inversion_deadlines
 from hotswap.planner.world import World, hold_since
-from hotswap.slices import SliceHealth
+from hotswap.slices import SliceHealth, confirmation_deadline
 
 
 def _deadlines(world: World) -> Iterator[datetime]:
@@ -23,6 +23,14 @@ def _deadlines(world: World) -> Iterator[datetime]:
         if found.since is not None:
             if found.health is SliceHealth.SUSPECT:
                 yield found.since + config.unhealthy_grace  # A1: Suspect -> Unhealthy
+                failed = world.slice_failures.get(found.name)
+                confirmed = (
+                    None
+                    if failed is None
+                    else confirmation_deadline(found, failed, config.unhealthy_grace, config.confirmed_unhealthy_grace)
+                )
+                if confirmed is not None:
+                    yield confirmed  # the workload confirmed the failure
             elif found.health is SliceHealth.RECOVERING:
                 yield found.since + config.recovery_stabilization  # A9: Recovering -> Healthy
         if config.fast_fail.enabled and found.unreachable_since is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,7 +32,7 @@ from hotswap.model import (
     find_condition,
 )
 from hotswap.planner.actions import ObjectRef
-from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_groups, slice_key
+from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_groups, confirm_failures, slice_key
 
 DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
@@ -136,6 +136,8 @@ class World:
     nodes: dict[str, Node]
     orphan_workloads: list[Workload]
     """Workloads whose JobSet is not in the snapshot (deleted, or not a JobSet)."""
+    slice_failures: dict[str, list[datetime | None]] = field(default_factory=dict)
+    """Suspect slice → when JobSet pods failed on it (None: unknown); see `confirm_failures`."""
 
     def slice_of_pod(self, pod: Pod) -> str | None:
         if pod.node_name is None:
@@ -291,6 +293,10 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         unit = units[uid]
         unit.pod_priority = highest if unit.jobset.pod_priority is None else max(unit.pod_priority, highest)
 
+    failures = _workload_failures(slices, units.values(), node_pool_of)
+    if failures:
+        slices = confirm_failures(slices, failures, now, config.unhealthy_grace, config.confirmed_unhealthy_grace)
+
     orphans = [
         wl
         for wl in snapshot.workloads
@@ -307,7 +313,34 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         node_pool_of=node_pool_of,
         nodes=nodes,
         orphan_workloads=orphans,
+        slice_failures=failures,
     )
+
+
+def _workload_failures(
+    slices: Mapping[str, Slice], units: Iterable[Unit], node_pool_of: Mapping[str, str]
+) -> dict[str, list[datetime | None]]:
+    """Suspect slice → when pods of live JobSets failed on it: a current-attempt pod that is Failed, Unknown or
+    disrupted, or a pod that went Failed or disrupted (the restart that follows deletes it at once)."""
+    suspect = {name for name, found in slices.items() if found.health is SliceHealth.SUSPECT}
+    if not suspect:
+        return {}
+    failures: dict[str, list[datetime | None]] = {}
+    for unit in units:
+        js = unit.jobset
+        if js.terminal_state is not None:
+            continue  # a JobSet that failed for good leaves Failed pods behind; they say nothing about now
+        for pod in unit.live_pods:
+            pool = (node_pool_of.get(pod.node_name) if pod.node_name else None) or pod.node_pool
+            if pool not in suspect or pod.restart_attempt != js.restarts:
+                continue
+            if pod.phase in (PodPhase.FAILED, PodPhase.UNKNOWN) or pod.disruption_reason is not None:
+                failures.setdefault(pool, []).append(pod.disruption_time)
+        for gone in unit.departed:
+            pool = gone.node_pool or (node_pool_of.get(gone.node_name) if gone.node_name else None)
+            if pool in suspect and (gone.failed or gone.disruption_reason is not None):
+                failures.setdefault(pool, []).append(gone.gone_at)
+    return failures
 
 
 def hold_since(world: World, wl: Workload) -> datetime | None:

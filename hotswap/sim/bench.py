@@ -74,7 +74,7 @@ def run_scenarios(
             "seed": used[0],
             "seeds": used,
             "policies": policies,
-            "ratios": _ratios(policies, "mttr_s") | _ratios(policies, "mttr_detected_s", "_detected"),
+            "ratios": _ratios(policies, "mttr_s") | _ratios(policies, "mttr_lasting_s", "_lasting"),
             "per_seed": per_seed,
             "events": {policy: sum(results[(sc.name, s, policy)].events for s in used) for policy in POLICIES},
         }
@@ -108,8 +108,8 @@ def table(report: dict[str, Any]) -> str:
     cols: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         ("incidents", lambda p: p["incidents"]),
         ("MTTR p50/95/99 s", lambda p: _quantiles(p["mttr_s"])),
-        ("repair>detect n", lambda p: p["mttr_detected_s"]["n"]),
-        ("its p50/95/99 s", lambda p: _quantiles(p["mttr_detected_s"])),
+        ("lasting n", lambda p: p["mttr_lasting_s"]["n"]),
+        ("its p50/95/99 s", lambda p: _quantiles(p["mttr_lasting_s"])),
         ("goodput", lambda p: p["high_goodput"]),
         ("victims/inc", lambda p: p["victims_per_incident"]),
         ("partial", lambda p: p["partial_preemptions"]),
@@ -127,7 +127,7 @@ def table(report: dict[str, Any]) -> str:
             cells = "".join(f"{_fmt(get(stats)):>{w}}" for (_, get), w in zip(cols, widths, strict=True))
             lines.append(f"{policy:<11}{cells}")
         ratios = block["ratios"]
-        for suffix, label in (("", "all incidents"), ("_detected", "repair > detection")):
+        for suffix, label in (("", "all incidents"), ("_lasting", "lasting repair")):
             if f"reconciler/none_p50{suffix}" not in ratios:
                 continue
             lines.append(
@@ -160,6 +160,18 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def restart_floor_s(timing: dict[str, Any]) -> float:
+    """Fault -> all pods Running when a multi-slice JobSet restarts in place on a slice that is already back:
+    no policy can beat it, since the failed attempt must fail, drain and be recreated first."""
+    return float(
+        timing["fault_to_pod_failed_s"]
+        + timing["pod_termination_grace_s"]
+        + timing["jobset_recreate_s"]
+        + timing["follower_create_s"]
+        + timing["pod_start_s"]
+    )
+
+
 def targets(report: dict[str, Any], spare_free: str = "steady_1x") -> list[dict[str, Any]]:
     """The issue's targets, evaluated on the pooled figures (MTTR targets on the default-parameter,
     spare-free scenario)."""
@@ -171,9 +183,14 @@ def targets(report: dict[str, Any], spare_free: str = "steady_1x") -> list[dict[
 
     if spare_free in scenarios:
         block = scenarios[spare_free]["policies"]
-        for kind, label in (("mttr_s", "all incidents"), ("mttr_detected_s", "repair > detection")):
+        floor = restart_floor_s(scenarios[spare_free]["params"]["timing"])
+        for kind, label in (("mttr_s", "all incidents"), ("mttr_lasting_s", "lasting repair")):
             r, n, s = (block[p][kind]["p50"] for p in ("reconciler", "none", "scheduler"))
-            add(f"reconciler MTTR p50 <= 60 s ({spare_free}, {label})", f"{_fmt(r)} s", r <= 60)
+            add(
+                f"reconciler MTTR p50 <= 60 s ({spare_free}, {label})",
+                f"{_fmt(r)} s (in-place restart {_fmt(floor)} s)",
+                r <= 60,
+            )
             add(
                 f"reconciler MTTR p50 <= 0.2 x none ({spare_free}, {label})",
                 f"{_fmt(r)} / {_fmt(n)} = {_fmt(_ratio(r, n))}",

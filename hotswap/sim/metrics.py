@@ -26,8 +26,9 @@ class Recorder:
     high_threshold: int
     mttr_high_s: list[float] = field(default_factory=list)
     mttr_all_s: list[float] = field(default_factory=list)
-    mttr_high_detected_s: list[float] = field(default_factory=list)
-    """MTTR of high-priority incidents whose repair outlasted detection (the ones hotswap can act on)."""
+    mttr_high_lasting_s: list[float] = field(default_factory=list)
+    """MTTR of high-priority incidents whose repair outlasted detection and the JobSet's own restart: the slice is
+    not back when the new attempt needs it, so something must move (the incidents hotswap is for)."""
     high_incidents: list[tuple[float, float, str]] = field(default_factory=list)
     """(fault, all pods of the new attempt Running, JobSet name) per recovered high-priority incident."""
     incidents_high: int = 0
@@ -85,7 +86,7 @@ def summarise(
             "max": _round(max(m)) if m else math.nan,
             "n": len(m),
         },
-        "mttr_detected_s": _mttr_block(rec.mttr_high_detected_s),
+        "mttr_lasting_s": _mttr_block(rec.mttr_high_lasting_s),
         "lost_victims": lost_victims,
         "partial_preemptions": rec.partial_preemptions,
         "permanent_victim_failures": rec.permanent_victim_failures,
@@ -122,7 +123,7 @@ def summarise(
         "planner_passes": rec.planner_passes,
         "end_states": end_states,
         "mttr_samples_s": [round(x, 2) for x in m],
-        "mttr_detected_samples_s": [round(x, 2) for x in rec.mttr_high_detected_s],
+        "mttr_lasting_samples_s": [round(x, 2) for x in rec.mttr_high_lasting_s],
     }
 
 
@@ -163,7 +164,7 @@ _AVERAGED = (
 def pool(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One policy's summaries over several seeds: counts summed, rates averaged, percentiles over all samples."""
     samples = [x for s in per_seed for x in s["mttr_samples_s"]]
-    detected = [x for s in per_seed for x in s["mttr_detected_samples_s"]]
+    lasting = [x for s in per_seed for x in s["mttr_lasting_samples_s"]]
     incidents_all = sum(s["incidents_all_priorities"] for s in per_seed)
     victims = sum(s["victims"] for s in per_seed)
     pooled: dict[str, Any] = {
@@ -172,10 +173,10 @@ def pool(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "mean": _round(sum(samples) / len(samples)) if samples else math.nan,
             "max": _round(max(samples)) if samples else math.nan,
         },
-        "mttr_detected_s": _mttr_block(detected),
+        "mttr_lasting_s": _mttr_block(lasting),
         "victims_per_incident": _round(victims / incidents_all) if incidents_all else 0.0,
         "mttr_samples_s": samples,
-        "mttr_detected_samples_s": detected,
+        "mttr_lasting_samples_s": lasting,
     }
     for key in _SUMMED:
         pooled[key] = sum(s[key] for s in per_seed)

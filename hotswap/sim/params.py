@@ -87,6 +87,11 @@ class Timing(_Frozen):
         "unhealthyGrace default); only used to split MTTR into repairs that outlast detection and transients. "
         "[design] spec B.3.",
     )
+    confirmed_grace_s: Seconds = Field(
+        0.0,
+        description="Bad node condition confirmed by a failed pod of the slice -> slice Unhealthy (HotswapConfig "
+        "confirmedUnhealthyGrace default); only used to split MTTR, like unhealthy_grace_s. [design]",
+    )
     reconciler_resync_s: Seconds = Field(
         30.0,
         description="Reconciler periodic resync while anything is unhealthy, held or in flight. [design] spec B.5.",

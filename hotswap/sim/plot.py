@@ -19,7 +19,7 @@ def plot_mttr(report: dict[str, Any], out: Path) -> None:
             color = f"C{i}"
             for key, style, label in (
                 ("mttr_samples_s", "-", "all"),
-                ("mttr_detected_samples_s", "--", "repair > detection"),
+                ("mttr_lasting_samples_s", "--", "lasting repair"),
             ):
                 samples = sorted(stats.get(key, []))
                 if not samples:

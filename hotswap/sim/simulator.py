@@ -140,11 +140,28 @@ class Simulator:
         self.policy.on_change()
 
     def detection_s(self, kind: FailureKind) -> float:
-        """Fault -> the slice is Unhealthy for a hotswap controller (node NotReady + unhealthyGrace). A repair
-        shorter than this is a transient nobody can act on: its MTTR is reported apart, not hidden."""
+        """Fault -> the slice is Unhealthy for a hotswap controller. A repair shorter than this is a transient
+        nobody can act on: its MTTR is reported apart, not hidden.
+
+        A crash fails the pods with the node, which confirms the bad condition (`confirmedUnhealthyGrace`); an
+        unreachable kubelet leaves them looking Running, so only `unhealthyGrace` after NotReady counts.
+        """
         t = self.timing
-        seen = t.fault_to_node_unhealthy_s if kind is FailureKind.CRASH else t.node_monitor_grace_s
-        return seen + t.unhealthy_grace_s
+        if kind is FailureKind.CRASH:
+            return max(t.fault_to_node_unhealthy_s, t.fault_to_pod_failed_s) + t.confirmed_grace_s
+        return t.node_monitor_grace_s + t.unhealthy_grace_s
+
+    def lasting_after_s(self, kind: FailureKind) -> float:
+        """A repair longer than this is a lasting one: it outlasts detection and the JobSet's own restart (its
+        pods fail, the healthy slice's pods drain, new pods are created), so the slice is not back when the new
+        attempt needs it. Shorter ones are transients: restarting in place is as fast as anything can be."""
+        t = self.timing
+        if kind is FailureKind.CRASH:
+            failed = t.fault_to_pod_failed_s
+        else:
+            failed = t.node_monitor_grace_s + (t.fast_fail_after_s if t.fast_fail else t.taint_eviction_s)
+        restart = failed + t.pod_termination_grace_s + t.jobset_recreate_s
+        return max(self.detection_s(kind), restart)
 
     # ------------------------------------------------------------------ failures
     def _poisson_failure(self, s: Slice) -> None:
@@ -189,7 +206,7 @@ class Simulator:
             self._interrupt(job)
             if job.incident_start is None and job.state is JobState.ADMITTED:
                 job.incident_start = self.now
-                job.incident_detectable = repair_s > self.detection_s(kind)
+                job.incident_lasting = repair_s > self.lasting_after_s(kind)
                 self.rec.incidents_all += 1
                 if self.rec.is_high(job.priority):
                     self.rec.incidents_high += 1
@@ -368,8 +385,8 @@ class Simulator:
             if self.rec.is_high(job.priority):
                 self.rec.mttr_high_s.append(mttr)
                 self.rec.high_incidents.append((job.incident_start, self.now, job.name))
-                if job.incident_detectable:
-                    self.rec.mttr_high_detected_s.append(mttr)
+                if job.incident_lasting:
+                    self.rec.mttr_high_lasting_s.append(mttr)
             job.incident_start = None
         if job.victim_since is not None:
             self.rec.victim_downtime_s.append(self.now - job.victim_since)

@@ -185,6 +185,7 @@ def build_snapshot(
             gone_at=at(gone_at),
             priority=p.priority,
             disruption_reason=p.disruption,
+            failed=p.failed,
         )
         for p, s, host, gone_at in departures
     ]

@@ -101,7 +101,7 @@ class Job:
     held_since: float | None = None
     # Metrics bookkeeping
     incident_start: float | None = None  # infra fault that disrupted the current attempt
-    incident_detectable: bool = True  # that fault outlasted detection (not a transient healed inside the grace)
+    incident_lasting: bool = True  # that fault outlasted detection and the restart (Simulator.lasting_after_s)
     victim_since: float | None = None  # policy eviction awaiting a running attempt again
 
     @property

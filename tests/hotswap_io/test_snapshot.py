@@ -267,3 +267,19 @@ def test_arbitrary_objects_never_raise(obj: dict[str, Any]) -> None:
     for convert in (node_from, pod_from, jobset_from, workload_from, cluster_queue_from):
         convert(obj)
     tas_flavor_names([obj], [obj])
+
+
+def test_builder_remembers_whether_a_departed_pod_had_failed() -> None:
+    """A pod deleted after its containers died confirms its node's failure at once; one deleted while running
+    (a hold, a restart caused elsewhere) does not."""
+    builder = SnapshotBuilder(attribution_window=timedelta(minutes=10), clock=lambda: NOW)
+    js = with_uid(jobset("train", 1, "p10"), "js-1")
+    builder.on_node_event("ADDED", tpu_node("p0-0", "p0"))
+    failed = with_uid(pod(js, "p0-0", index=0, host=0, attempt=0, priority=10), "pod-1")
+    failed["status"] = {**failed.get("status", {}), "phase": "Failed"}
+    running = with_uid(pod(js, "p0-0", index=0, host=1, attempt=0, priority=10), "pod-2")
+    running["status"] = {**running.get("status", {}), "phase": "Running"}
+    builder.on_pod_event("DELETED", failed)
+    builder.on_pod_event("DELETED", running)
+    departed = builder.build(nodes=[], pods=[], jobsets=[], workloads=[], cluster_queues=[]).departed_pods
+    assert sorted(d.failed for d in departed) == [False, True]

@@ -361,13 +361,16 @@ class Fleet:
         ]
         return self
 
-    def depart_pods(self, js: JobSet, pool: str, at: datetime) -> Self:
-        """The JobSet's pods on `pool` vanished (restart deleted them); remember them as departed."""
+    def depart_pods(self, js: JobSet, pool: str, at: datetime, failed: bool = False) -> Self:
+        """The JobSet's pods on `pool` vanished (restart deleted them); remember them as departed (`failed`:
+        they were Failed when they went)."""
         keep = []
         for p in self.pods:
             if p.jobset_name == js.name and p.namespace == js.namespace and p.node_pool == pool:
                 self.departed.append(
-                    DepartedPod(p.namespace, p.jobset_name, p.restart_attempt, p.node_name, pool, at, p.priority)
+                    DepartedPod(
+                        p.namespace, p.jobset_name, p.restart_attempt, p.node_name, pool, at, p.priority, failed=failed
+                    )
                 )
             else:
                 keep.append(p)

@@ -14,9 +14,9 @@ from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, decode_history
 from hotswap.config import HotswapConfig
 from hotswap.model import ClusterSnapshot, ConditionStatus, PodPhase, Workload
 from hotswap.planner import plan as make_plan
-from hotswap.planner.actions import ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
+from hotswap.planner.actions import ClearOp, EventReason, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
 from hotswap.planner.simulate import apply_actions
-from hotswap.slices import SliceHealth, classify_slices
+from hotswap.slices import SliceHealth, classify_slices, confirm_failures, slice_key
 
 
 def _workload_index(snapshot: ClusterSnapshot) -> dict[str, Workload]:
@@ -33,6 +33,32 @@ def _fresh_admission(wl: Workload, since: datetime) -> bool:
     return bool(times) and min(times) >= since
 
 
+def workload_failures(
+    snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig
+) -> dict[str, list[datetime | None]]:
+    """Slice → failure times of pods of live JobSets there (current attempt Failed/Unknown/disrupted, or gone
+    Failed/disrupted): what may confirm a Suspect slice at once."""
+    pool_of = {n.name: slice_key(n) or n.node_pool for n in snapshot.nodes}
+    live = {
+        (j.namespace, j.name): j.restarts
+        for j in snapshot.jobsets
+        if j.terminal_state is None and (not config.namespaces or j.namespace in config.namespaces)
+    }
+    found: dict[str, list[datetime | None]] = {}
+    for pod in snapshot.pods:
+        attempt = live.get((pod.namespace, pod.jobset_name))
+        pool = pool_of.get(pod.node_name or "") or pod.node_pool
+        bad = pod.phase in (PodPhase.FAILED, PodPhase.UNKNOWN) or pod.disruption_reason is not None
+        if pool and bad and attempt == pod.restart_attempt:
+            found.setdefault(pool, []).append(pod.disruption_time)
+    for gone in snapshot.departed_pods:
+        pool = pool_of.get(gone.node_name or "") or gone.node_pool
+        recent = gone.gone_at >= now - config.attribution_window  # older departures are forgotten (B.3 (a))
+        if pool and recent and (gone.namespace, gone.jobset_name) in live and (gone.failed or gone.disruption_reason):
+            found.setdefault(pool, []).append(gone.gone_at)
+    return found
+
+
 def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> list[str]:
     now: datetime = plan.now
     keys = AnnotationKeys(config.annotation_domain)
@@ -41,6 +67,9 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     jobsets = {j.uid: j for j in snapshot.jobsets}
     slices = classify_slices(
         snapshot.nodes, now, config.unhealthy_grace, config.recovery_stabilization, config.tolerated_taint_keys
+    )
+    slices = confirm_failures(
+        slices, workload_failures(snapshot, now, config), now, config.unhealthy_grace, config.confirmed_unhealthy_grace
     )
     pool_of = {n.name: n.node_pool for n in snapshot.nodes}
     hosts_of: dict[str, list[str]] = {}
@@ -217,3 +246,27 @@ def idempotence_violations(snapshot: ClusterSnapshot, plan: Plan, config: Hotswa
     after = apply_actions(snapshot, plan.actions, plan.now)
     again = make_plan(after, plan.now, config)
     return [f"I11 second pass writes {a!r}" for a in again.actions]
+
+
+def budget_bound(plan: Plan) -> bool:
+    """The pass left work undone because `maxVictimsPerPass` ran out (a Blocked event says so)."""
+    return any(e.reason is EventReason.BLOCKED and "maxVictimsPerPass" in e.message for e in plan.events)
+
+
+def convergence_violations(
+    snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig, max_passes: int = 10
+) -> list[str]:
+    """I11, allowing for the victim budget: when `maxVictimsPerPass` bound, the next passes hold the rest by
+    design, so they must each keep I1..I12 and reach a pass that writes nothing; otherwise plain idempotence."""
+    if not budget_bound(plan):
+        return idempotence_violations(snapshot, plan, config)
+    current, previous = snapshot, plan
+    for _ in range(max_passes):
+        current = apply_actions(current, previous.actions, plan.now)
+        previous = make_plan(current, plan.now, config)
+        problems = violations(current, previous, config)
+        if problems:
+            return [f"pass after the budget bound: {p}" for p in problems]
+        if not previous.actions:
+            return []
+    return [f"I11 passes did not converge under maxVictimsPerPass within {max_passes} passes"]

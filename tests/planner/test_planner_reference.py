@@ -46,10 +46,12 @@ from hotswap.slices import (
     Slice,
     SliceHealth,
     chips_per_host,
+    confirm_failures,
     expected_host_count,
     slice_key,
 )
 from tests.planner.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
+from tests.planner.invariants import workload_failures
 
 KEYS = AnnotationKeys(HotswapConfig().annotation_domain)
 FAIL_MODES = ("unreachable", "not-ready", "cordon", "deleted")
@@ -144,6 +146,13 @@ def _ref_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) 
         pool: _ref_classify_slice(pool, members, now, config.unhealthy_grace, config.recovery_stabilization, tolerated)
         for pool, members in sorted(by_pool.items())
     }
+    slices = confirm_failures(
+        slices,
+        workload_failures(snapshot, now, config),
+        now,
+        config.unhealthy_grace,
+        config.confirmed_unhealthy_grace,
+    )
     node_pool_of = {n.name: key for n in snapshot.nodes if (key := slice_key(n) or n.node_pool)}
     queues = {q.name: q for q in snapshot.cluster_queues}
     workload_by_owner: dict[str, Workload] = {}

@@ -101,15 +101,22 @@ class Timing(_Frozen):
         description="One Workload update (spec.active) reaching Kueue. [U]",
     )
     pods_ready_timeout_s: Seconds = Field(
-        30 * MINUTE,
-        description="Kueue waitForPodsReady timeout and recoveryTimeout: an admitted workload whose pods are "
-        "not all ready this long is evicted (PodsReadyTimeout) and requeued. [V] docs default 30 min.",
+        15 * MINUTE,
+        description="Kueue waitForPodsReady timeout: an admitted workload whose pods are not all ready this long "
+        "is evicted (PodsReadyTimeout) and requeued. [platform] what the KueueJobSet component deploys by default "
+        "(components/config/kueue.py).",
+    )
+    pods_ready_recovery_timeout_s: Seconds = Field(
+        20 * MINUTE,
+        description="Kueue waitForPodsReady recoveryTimeout: a running workload whose PodsReady turned False "
+        "(a pod failed, the JobSet restarts) is evicted after this long. [platform] KueueJobSet default.",
     )
     requeue_backoff_base_s: Seconds = Field(
-        60.0, description="Kueue requeuingStrategy backoffBaseSeconds. [V] default 60 s."
+        60.0, description="Kueue requeuingStrategy backoffBaseSeconds. [V] Kueue default 60 s; KueueJobSet too."
     )
     requeue_backoff_max_s: Seconds = Field(
-        3600.0, description="Kueue requeuingStrategy backoffMaxSeconds. [V] default 3600 s."
+        1800.0,
+        description="Kueue requeuingStrategy backoffMaxSeconds. [platform] KueueJobSet default (Kueue's: 3600 s).",
     )
     checkpoint_interval_s: Seconds = Field(
         30 * MINUTE,

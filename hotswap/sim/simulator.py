@@ -284,7 +284,7 @@ class Simulator:
         if job.run_start is None:
             return
         if job.state is JobState.ADMITTED:
-            self._arm_pods_ready(job)
+            self._arm_pods_ready(job, recovery=True)
         ran = self.now - job.run_start
         ckpt = self.timing.checkpoint_interval_s
         kept = math.floor(ran / ckpt) * ckpt if ckpt > 0 else ran
@@ -519,12 +519,14 @@ class Simulator:
         )
         self._arm_pods_ready(job)
 
-    def _arm_pods_ready(self, job: Job) -> None:
+    def _arm_pods_ready(self, job: Job, recovery: bool = False) -> None:
         """waitForPodsReady: timeout after admission, recoveryTimeout after PodsReady turns False."""
         job.ready_token += 1
         job.not_ready_since = self.now
         token = job.ready_token
-        self.loop.after(self.timing.pods_ready_timeout_s, lambda: self._pods_ready_check(job, token))
+        t = self.timing
+        limit = t.pods_ready_recovery_timeout_s if recovery else t.pods_ready_timeout_s
+        self.loop.after(limit, lambda: self._pods_ready_check(job, token))
 
     def _pods_ready_check(self, job: Job, token: int) -> None:
         if token != job.ready_token or job.state is not JobState.ADMITTED or job.running:

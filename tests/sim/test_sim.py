@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from components.config.kueue import KueueSettings, duration_seconds
 from hotswap.planner.actions import EventReason
 from hotswap.sim import kubescheduler
 from hotswap.sim.bench import restart_floor_s
 from hotswap.sim.engine import EventLoop
-from hotswap.sim.params import HOUR, FailureKind, Failures, Fleet, JobClass, Scenario
+from hotswap.sim.params import HOUR, FailureKind, Failures, Fleet, JobClass, Scenario, Timing
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.simulator import Simulator
@@ -239,7 +240,9 @@ def test_mixed_priority_leader_collision_is_resolved_by_the_reconciler_not_left_
     log = [what for _, what in stuck.trace or []]
     leaders = [w.split(" -> ")[1].split("/")[0] for w in log if w.startswith("bind ") and "-w-0-0-a1" in w]
     assert len(set(leaders[:2])) == 1  # both leaders first met in one pool: the deadlock the fix is for
-    assert stuck.rec.pods_ready_evictions == 2 and stuck.rec.mttr_high_s[0] > 1800
+    # Only waitForPodsReady ends it (recoveryTimeout for the running JobSet).
+    assert stuck.rec.pods_ready_evictions == 2
+    assert stuck.rec.mttr_high_s[0] > stuck.timing.pods_ready_recovery_timeout_s
 
     sim = _leader_collision("reconciler")
     assert sim.rec.pods_ready_evictions == 0
@@ -252,3 +255,14 @@ def test_mixed_priority_leader_collision_is_resolved_by_the_reconciler_not_left_
     high = next(j for j in sim.live if j.cls.name == "high")
     assert high.running and low.running  # the low JobSet was released and runs on the healed second slice
     assert sim.lost_victims() == 0
+
+
+def test_simulated_kueue_timings_are_the_ones_the_platform_deploys() -> None:
+    """The benchmark should describe the platform users get, so its Kueue timings follow the component's
+    defaults (a change there must be carried over here)."""
+    deployed = KueueSettings().wait_for_pods_ready
+    timing = Timing()
+    assert timing.pods_ready_timeout_s == duration_seconds(deployed.timeout)
+    assert timing.pods_ready_recovery_timeout_s == duration_seconds(deployed.recovery_timeout)
+    assert timing.requeue_backoff_base_s == deployed.backoff_base_seconds
+    assert timing.requeue_backoff_max_s == deployed.backoff_max_seconds

@@ -33,6 +33,7 @@ preview: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 typecheck: venv
 	$(BIN)/mypy components hotswap tools policies

@@ -10,8 +10,7 @@ from tools.mock_runtime import PROJECT_ROOT, run_program
 from tools.resources import ProgramRun
 
 STACKS = sorted(
-    p.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml")
+    p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml")
 )
 _RUNS: dict[str, ProgramRun] = {}
 

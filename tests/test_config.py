@@ -171,9 +171,7 @@ def test_non_mapping_config_is_rejected() -> None:
 def test_existing_network_and_reservation_from_another_project() -> None:
     cfg = parse_platform_config(
         platform(
-            tpu_pool(
-                capacity={"mode": "reservation", "reservation": {"name": "shared", "project": "capacity-prj"}}
-            ),
+            tpu_pool(capacity={"mode": "reservation", "reservation": {"name": "shared", "project": "capacity-prj"}}),
             network={"mode": "existing", "name": "corp-vpc", "subnetwork": "corp-us-east5"},
         )
     )

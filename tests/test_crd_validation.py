@@ -46,9 +46,7 @@ CLUSTER_QUEUE: dict[str, Any] = {
         "resourceGroups": [
             {
                 "coveredResources": ["google.com/tpu"],
-                "flavors": [
-                    {"name": "tpu-v6e-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": 32}]}
-                ],
+                "flavors": [{"name": "tpu-v6e-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": 32}]}],
             }
         ],
     },
@@ -77,9 +75,7 @@ COHORT: dict[str, Any] = {
         "resourceGroups": [
             {
                 "coveredResources": ["google.com/tpu"],
-                "flavors": [
-                    {"name": "tpu-v6e-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": 16}]}
-                ],
+                "flavors": [{"name": "tpu-v6e-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": 16}]}],
             }
         ]
     },
@@ -206,12 +202,10 @@ def test_wrong_type_is_rejected_and_blocks_cel() -> None:
 def test_missing_required_field_is_rejected() -> None:
     result = cv.validate(mutated(WORKLOAD_PRIORITY_CLASS, value=DELETE))
     assert [e.type for e in errors_at(result, "value")] == [cv.ErrorType.REQUIRED]
-    nested = cv.validate(
-        mutated(CLUSTER_QUEUE, spec__resourceGroups__0__flavors__0__resources__0__nominalQuota=DELETE)
-    )
-    assert [
-        e.type for e in errors_at(nested, "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota")
-    ] == [cv.ErrorType.REQUIRED]
+    nested = cv.validate(mutated(CLUSTER_QUEUE, spec__resourceGroups__0__flavors__0__resources__0__nominalQuota=DELETE))
+    assert [e.type for e in errors_at(nested, "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota")] == [
+        cv.ErrorType.REQUIRED
+    ]
 
 
 def test_enum_violation_is_rejected() -> None:
@@ -226,13 +220,9 @@ def test_int32_overflow_is_rejected() -> None:
 
 
 def test_pattern_and_quantity_checks() -> None:
-    result = cv.validate(
-        mutated(CLUSTER_QUEUE, spec__resourceGroups__0__flavors__0__resources__0__nominalQuota="lots")
-    )
+    result = cv.validate(mutated(CLUSTER_QUEUE, spec__resourceGroups__0__flavors__0__resources__0__nominalQuota="lots"))
     assert errors_at(result, "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota")
-    ok = cv.validate(
-        mutated(CLUSTER_QUEUE, spec__resourceGroups__0__flavors__0__resources__0__nominalQuota="32")
-    )
+    ok = cv.validate(mutated(CLUSTER_QUEUE, spec__resourceGroups__0__flavors__0__resources__0__nominalQuota="32"))
     assert ok.ok, ok.describe()
 
 
@@ -248,9 +238,7 @@ def test_list_map_duplicate_keys_are_rejected() -> None:
         copy.deepcopy(doubled["spec"]["resourceGroups"][0]["flavors"][0])
     )
     result = cv.validate(doubled)
-    assert [e.type for e in errors_at(result, "spec.resourceGroups[0].flavors[1]")] == [
-        cv.ErrorType.DUPLICATE
-    ]
+    assert [e.type for e in errors_at(result, "spec.resourceGroups[0].flavors[1]")] == [cv.ErrorType.DUPLICATE]
 
 
 def test_list_set_duplicates_are_rejected() -> None:
@@ -408,9 +396,7 @@ def test_jobset_failure_policy_rule_needs_name_and_known_action() -> None:
     jobset["spec"]["failurePolicy"]["rules"] = [{"action": "RestartEverything"}]
     result = cv.validate(jobset)
     assert [e.type for e in errors_at(result, "spec.failurePolicy.rules[0].name")] == [cv.ErrorType.REQUIRED]
-    assert [e.type for e in errors_at(result, "spec.failurePolicy.rules[0].action")] == [
-        cv.ErrorType.NOT_SUPPORTED
-    ]
+    assert [e.type for e in errors_at(result, "spec.failurePolicy.rules[0].action")] == [cv.ErrorType.NOT_SUPPORTED]
 
 
 def test_unsupported_cel_function_is_an_explicit_error() -> None:
@@ -423,9 +409,7 @@ def test_kubernetes_list_functions_evaluate() -> None:
     schema = {"type": "object", "properties": {"l": {"type": "array", "items": {"type": "integer"}}}}
     findings = cv.Findings()
     validator = cv._CelValidator(findings)
-    rules = {
-        "x-kubernetes-validations": [{"rule": "self.l.isSorted() && self.l.sum() == 6 && self.l.max() == 3"}]
-    }
+    rules = {"x-kubernetes-validations": [{"rule": "self.l.isSorted() && self.l.sum() == 6 && self.l.max() == 3"}]}
     validator.walk({"l": [1, 2, 3]}, None, {**schema, **rules}, ())
     assert findings.errors == []
     validator.walk({"l": [3, 2, 1]}, None, {**schema, **rules}, ())
@@ -441,18 +425,14 @@ def test_v1beta1_cohort_field_is_pruned_on_v1beta2() -> None:
 
 
 def test_cohort_field_is_valid_on_v1beta1() -> None:
-    cq = mutated(
-        CLUSTER_QUEUE, apiVersion="kueue.x-k8s.io/v1beta1", spec__cohortName=DELETE, spec__cohort="c"
-    )
+    cq = mutated(CLUSTER_QUEUE, apiVersion="kueue.x-k8s.io/v1beta1", spec__cohortName=DELETE, spec__cohort="c")
     assert cv.validate(cq).ok
 
 
 def test_resource_group_without_covered_resources_is_rejected() -> None:
     cq = mutated(CLUSTER_QUEUE, spec__resourceGroups__0__coveredResources=DELETE)
     result = cv.validate(cq)
-    assert [e.type for e in errors_at(result, "spec.resourceGroups[0].coveredResources")] == [
-        cv.ErrorType.REQUIRED
-    ]
+    assert [e.type for e in errors_at(result, "spec.resourceGroups[0].coveredResources")] == [cv.ErrorType.REQUIRED]
 
 
 def test_reclaim_out_of_cohort_does_not_exist() -> None:
@@ -581,9 +561,7 @@ def test_builtin_metadata_scope_checks() -> None:
 
 def test_unknown_builtin_schema_is_an_error() -> None:
     with pytest.raises(kube_schemas.SchemaNotFoundError):
-        kube_schemas.validate_builtin(
-            {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}
-        )
+        kube_schemas.validate_builtin({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}})
 
 
 def test_cli_validates_multi_document_yaml(tmp_path: Path) -> None:

@@ -74,9 +74,7 @@ def test_every_tpu_pool_matches_the_v6e_table(any_stack_run: ProgramRun) -> None
         else:
             assert count == group["slices"]
         assert inputs["nodeLocations"] == [group["zone"]]
-        assert {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"} in inputs["nodeConfig"][
-            "taints"
-        ]
+        assert {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"} in inputs["nodeConfig"]["taints"]
 
 
 def test_cluster_secure_defaults(any_stack_run: ProgramRun) -> None:
@@ -182,16 +180,13 @@ def test_children_are_parented_and_named_after_their_component(any_stack_run: Pr
         (
             tpu_pool(topology="2x4", machineType="ct6e-standard-4t", slices=3),
             lambda ps: (
-                len(ps) == 3
-                and all(p["nodeCount"] == 2 and p["placementPolicy"]["tpuTopology"] == "2x4" for p in ps)
+                len(ps) == 3 and all(p["nodeCount"] == 2 and p["placementPolicy"]["tpuTopology"] == "2x4" for p in ps)
             ),
         ),
         (
             tpu_pool(topology="2x4", machineType="ct6e-standard-8t", slices=3),
             lambda ps: (
-                len(ps) == 1
-                and ps[0]["nodeCount"] == 3
-                and ps[0]["nodeConfig"]["machineType"] == "ct6e-standard-8t"
+                len(ps) == 1 and ps[0]["nodeCount"] == 3 and ps[0]["nodeConfig"]["machineType"] == "ct6e-standard-8t"
             ),
         ),
         (
@@ -207,9 +202,7 @@ def test_children_are_parented_and_named_after_their_component(any_stack_run: Pr
         ),
         (
             tpu_pool(capacity={"mode": "reservation", "reservation": {"name": "r", "project": "other-proj"}}),
-            lambda ps: (
-                ps[0]["nodeConfig"]["reservationAffinity"]["values"] == ["projects/other-proj/reservations/r"]
-            ),
+            lambda ps: ps[0]["nodeConfig"]["reservationAffinity"]["values"] == ["projects/other-proj/reservations/r"],
         ),
     ],
 )

@@ -90,9 +90,7 @@ class FieldError:
     detail: str
 
     def __str__(self) -> str:
-        return (
-            f"{self.path}: {self.type.value}: {self.detail}" if self.detail else f"{self.path}: {self.type}"
-        )
+        return f"{self.path}: {self.type.value}: {self.detail}" if self.detail else f"{self.path}: {self.type}"
 
 
 @dataclass(frozen=True)
@@ -485,11 +483,7 @@ def _prune_object(
         )
         if embedded and key in ("apiVersion", "kind") and key not in properties:
             out[key] = item
-        elif (
-            embedded
-            and key == "metadata"
-            and not schema.get("properties", {}).get("metadata", {}).get("properties")
-        ):
+        elif embedded and key == "metadata" and not schema.get("properties", {}).get("metadata", {}).get("properties"):
             out[key] = copy.deepcopy(item)  # checked as ObjectMeta later
         elif key in properties:
             sub = properties[key]
@@ -625,9 +619,7 @@ class _SchemaValidator:
                 err(path, ErrorType.TYPE_INVALID, f"{_json_type(value)}: must be an integer or a string")
                 return
         elif (expected := _schema_type(schema)) and not self.type_matches(value, expected):
-            err(
-                path, ErrorType.TYPE_INVALID, f"{_json_type(value)} {value!r:.60}: must be of type {expected}"
-            )
+            err(path, ErrorType.TYPE_INVALID, f"{_json_type(value)} {value!r:.60}: must be of type {expected}")
             return
         self.check_value_constraints(value, schema, path)
         for keyword in ("allOf", "anyOf", "oneOf", "not"):
@@ -848,9 +840,7 @@ def compile_rule(rule: str, message_expression: str | None = None) -> _CompiledR
         rule=rule,
         program=env.program(tree, functions=_KUBERNETES_CEL_FUNCTIONS),
         uses_old_self=_references_old_self(tree),
-        message_program=env.program(message_tree, functions=_KUBERNETES_CEL_FUNCTIONS)
-        if message_tree
-        else None,
+        message_program=env.program(message_tree, functions=_KUBERNETES_CEL_FUNCTIONS) if message_tree else None,
     )
 
 
@@ -909,9 +899,7 @@ class _CelValidator:
         for rule in schema.get("x-kubernetes-validations", []):
             self.evaluate(rule, value, old, schema, path)
 
-    def evaluate(
-        self, rule: Mapping[str, Any], value: Any, old: Any, schema: Schema, path: FieldPath
-    ) -> None:
+    def evaluate(self, rule: Mapping[str, Any], value: Any, old: Any, schema: Schema, path: FieldPath) -> None:
         compiled = compile_rule(str(rule["rule"]), rule.get("messageExpression"))
         optional_old = bool(rule.get("optionalOldSelf"))
         if compiled.uses_old_self and old is None and not optional_old:
@@ -923,9 +911,7 @@ class _CelValidator:
         try:
             outcome = compiled.program.evaluate(activation)
         except CELEvalError as error:
-            self.findings.error(
-                target, ErrorType.INVALID, f"rule {compiled.rule!r} failed to evaluate: {error}"
-            )
+            self.findings.error(target, ErrorType.INVALID, f"rule {compiled.rule!r} failed to evaluate: {error}")
             return
         if not isinstance(outcome, celtypes.BoolType):
             detail = f"rule {compiled.rule!r} failed to evaluate to a bool: {outcome!r:.200}"
@@ -960,11 +946,7 @@ def _field_path_parts(field_path: Any) -> FieldPath:
 
 def _correlated_item(item: Any, old: Any, schema: Schema) -> Any:
     """The old list element an item corresponds to; only list-maps correlate, like the API server."""
-    if (
-        not isinstance(old, list)
-        or schema.get("x-kubernetes-list-type") != "map"
-        or not isinstance(item, dict)
-    ):
+    if not isinstance(old, list) or schema.get("x-kubernetes-list-type") != "map" or not isinstance(item, dict):
         return None
     keys = schema.get("x-kubernetes-list-map-keys", [])
     for candidate in old:
@@ -1006,9 +988,7 @@ def validate_against(
     schema = crd.schema
     pruned = _prune(dict(obj), schema, (), findings, root=True)
     _apply_defaults(pruned, schema)
-    check_object_meta(
-        pruned.get("metadata"), ("metadata",), findings, namespaced=crd.namespaced, name_required=True
-    )
+    check_object_meta(pruned.get("metadata"), ("metadata",), findings, namespaced=crd.namespaced, name_required=True)
     meta_schema = schema.get("properties", {}).get("metadata", {})
     if meta_schema.get("properties") and isinstance(pruned.get("metadata"), dict):
         # Only name/generateName constraints are allowed on root metadata; the rest is ObjectMeta's.

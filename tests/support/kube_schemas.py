@@ -75,9 +75,7 @@ def _validator(kind: str, api_version: str, version: str) -> jsonschema.protocol
             version,
         )
     except FileNotFoundError as error:
-        raise SchemaNotFoundError(
-            f"no built-in schema for {kind} {api_version} in Kubernetes {version}"
-        ) from error
+        raise SchemaNotFoundError(f"no built-in schema for {kind} {api_version} in Kubernetes {version}") from error
     definitions = _definitions(schema_dir, version)
     registry: referencing.Registry[Any] = referencing.Resource.from_contents(schema) @ referencing.Registry()
     registry = definitions @ registry
@@ -98,9 +96,7 @@ def _resolved_version(version: str) -> str:
     wanted = tuple(int(p) for p in version.lstrip("v").split(".")[:2])
     shipped = [v for v in kv_utils.all_versions() if tuple(int(p) for p in v.split(".")[:2]) <= wanted]
     if not shipped:
-        raise SchemaNotFoundError(
-            f"kubernetes-validate {kubernetes_validate.__name__} has no schemas <= {version}"
-        )
+        raise SchemaNotFoundError(f"kubernetes-validate {kubernetes_validate.__name__} has no schemas <= {version}")
     return str(shipped[-1])
 
 

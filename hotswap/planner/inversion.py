@@ -179,7 +179,8 @@ def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: li
     open op only if its op is taken over, `resolve_contested`, I9) and fit in `budget` (what is left of
     `maxVictimsPerPass`); otherwise nothing is held and a Warning says why. A victim that is itself
     infra-disrupted may be held (unlike B17): it is restarting anyway, so holding it throws no progress away.
-    Slices reserved by an open op are left to that op's extension (I3), and so are preemptors with an op.
+    Slices reserved by an open op are left to that op's extension (I3) unless `resolve_contested` takes the op
+    over, and preemptors with an op are left to their own extension.
     """
     due: dict[str, list[Inversion]] = {}
     for found in inversions:

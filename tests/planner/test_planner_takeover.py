@@ -10,11 +10,11 @@ import pytest
 
 from hotswap.annotations import AnnotationKeys, OpRecord, format_time
 from hotswap.config import HotswapConfig, Scope
-from hotswap.model import ClusterSnapshot, DepartedPod, JobSet, PodPhase, Workload
+from hotswap.model import ClusterSnapshot, DepartedPod, JobSet, PodPhase, ReplicatedJob, Workload
 from hotswap.planner import plan
 from hotswap.planner.actions import EventReason, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
 from hotswap.planner.simulate import apply_actions
-from tests.planner.builders import T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
+from tests.planner.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig()
@@ -241,3 +241,20 @@ def test_scope_cluster_lets_an_out_of_scope_lower_preemptor_be_taken_over() -> N
     config = CFG.model_copy(update={"scope": Scope.CLUSTER})
     holds = [a for a in run(fleet.snapshot(), config).actions if isinstance(a, HoldVictim)]
     assert [h.workload.key for h in holds] == [_wl(fleet, med).key]
+
+
+def test_a_preemptor_whose_inversion_op_opens_among_the_ops_is_no_victim_of_a_new_op() -> None:
+    """high's inversion op is opened in `advance_ops` (it takes medium over), before new ops are planned: a
+    higher, infra-disrupted `top` does not pick high, which has no op in the snapshot yet, as its victim (its
+    slice h1 is kept for it, and a preemptor of this pass is no victim, I9)."""
+    fleet, high, med, _ = storm_shape("inversion")
+    fleet.slices("h1", "t0")
+    high = replace(high, replicated_jobs=(ReplicatedJob("w", 2, SHAPE_4X4),))
+    fleet.jobsets[high.uid] = high
+    _bind(fleet, high, 1, "h1", [0, 1, 2, 3], pending=0)
+    top = fleet.run(JobSetBuilder("ml", "top").replicated_job("w", 1), ["t0"], 5000)
+    fleet.fail("t0", FAILED_AT, hosts=4).evict_pods(top, "t0", FAILED_AT)
+    result = run(fleet.snapshot())
+    holds = [(a.workload.key, a.preemptor.key) for a in result.actions if isinstance(a, HoldVictim)]
+    assert holds == [(_wl(fleet, med).key, _wl(fleet, high).key)]
+    assert any(e.reason is EventReason.BLOCKED and e.involved.name == "top" for e in result.events)

@@ -136,7 +136,8 @@ class WorkloadChecks:
         self.keys = keys
 
     def hold(self, action: HoldVictim) -> tuple[JsonObj, Check]:
-        body: JsonObj = {"metadata": {"annotations": dict(action.set_annotations)}, "spec": {"active": False}}
+        annotations: dict[str, Any] = dict.fromkeys(action.remove_annotations) | dict(action.set_annotations)
+        body: JsonObj = {"metadata": {"annotations": annotations}, "spec": {"active": False}}
 
         def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
             annotations = _annotations(current)

@@ -10,6 +10,7 @@ the few facts that cannot be (who holds whom, since when).
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from hotswap.annotations import is_true
 from hotswap.config import HotswapConfig
@@ -23,7 +24,7 @@ from hotswap.planner.actions import (
     ReleaseVictim,
     make_op_id,
 )
-from hotswap.planner.inversion import resolve_inversions
+from hotswap.planner.inversion import contested_inversions, find_inversions, resolve_contested, resolve_inversions
 from hotswap.planner.ops import Ledger, advance_ops
 from hotswap.planner.preempt import disrupted_units, plan_preemptions
 from hotswap.planner.release import plan_releases
@@ -39,11 +40,17 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     world = build_world(snapshot, now, config)
     ledger = Ledger()
     disrupted = disrupted_units(world)
-    advance_ops(world, ledger, disrupted.keys())
+    inversions = find_inversions(world)
+    # Inversions against a strictly lower preemptor of an open op are resolved among the ops, in priority
+    # order: they take that op over (I9) before it is advanced.
+    contested = contested_inversions(world, ledger, inversions)
+    resolvers = {uid: partial(resolve_contested, world, ledger, group) for uid, group in contested.items()}
+    advance_ops(world, ledger, disrupted.keys(), resolvers)
     blocked, planned, held = plan_preemptions(world, ledger, disrupted)
     # After infra preemption, which has first call on the victim budget; before releases, so the slices these
     # ops reserve are not handed to released victims.
-    held += resolve_inversions(world, ledger, config.max_victims_per_pass - ledger.added - held)
+    rest = [i for i in inversions if i.preemptor.uid not in contested]
+    resolve_inversions(world, ledger, config.max_victims_per_pass - ledger.added - held, rest)
     held += ledger.added
     released = plan_releases(world, ledger, blocked)
     _fast_fail(world, ledger)

@@ -52,6 +52,9 @@ class HoldVictim:
     op_id: str
     preemptor: ObjectRef
     set_annotations: Mapping[str, str]
+    remove_annotations: tuple[str, ...] = ()
+    """The victim's own op annotation when a strictly higher preemptor takes its slice over (I9): the op is
+    aborted in the same write, so it is never held with an op, nor left with its op and not held."""
 
 
 @dataclass(frozen=True, slots=True)

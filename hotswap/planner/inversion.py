@@ -12,6 +12,7 @@ one (same hold, release rules, Done and fence).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,7 +21,7 @@ from hotswap.model import find_condition
 from hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
 from hotswap.planner.disruption import placed
 from hotswap.planner.fence import admitted_at
-from hotswap.planner.ops import Ledger, hold_action, record_action
+from hotswap.planner.ops import Ledger, hold_action, record_action, take_over
 from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from hotswap.planner.world import Unit, World
 from hotswap.slices import SliceHealth
@@ -131,77 +132,122 @@ def inversion_deadlines(world: World) -> Iterator[datetime]:
         yield found.since + grace
 
 
-def resolve_inversions(world: World, ledger: Ledger, budget: int) -> int:
-    """Hold the lower-priority JobSets occupying due inversions' slices; returns how many were held.
+def _due(world: World, ledger: Ledger, found: Inversion) -> bool:
+    """Past `inversionGrace`, and the preemptor may open an inversion op (no op, default placement, not TAS)."""
+    unit = found.preemptor
+    if world.now - found.since < world.config.inversion_grace:
+        return False
+    if unit.uid in ledger.open_ops or unit.op is not None or not unit.movable:
+        return False
+    return unit.cluster_queue is None or not unit.cluster_queue.uses_tas
+
+
+def contested_inversions(world: World, ledger: Ledger, inversions: list[Inversion]) -> dict[str, list[Inversion]]:
+    """Due inversions, by preemptor, of preemptors sharing a slice with a preemptor of an open op (every other
+    occupant is strictly lower, I1). They are resolved in `advance_ops`, in priority order, before that op is
+    advanced: the op is taken over and aborted (I9), so it must not be continued or extended first."""
+    due: dict[str, list[Inversion]] = {}
+    for found in inversions:
+        if _due(world, ledger, found):
+            due.setdefault(found.preemptor.uid, []).append(found)
+    return {
+        uid: group
+        for uid, group in due.items()
+        if any((u := world.units.get(o)) is not None and u.op is not None for f in group for o in f.occupants)
+    }
+
+
+def resolve_contested(world: World, ledger: Ledger, inversions: list[Inversion]) -> None:
+    """`resolve_inversions` for one preemptor of `contested_inversions`, at its turn in `advance_ops`: ops of
+    strictly lower preemptors are not advanced yet, so their recorded reservations count here (I3)."""
+    preemptor = inversions[0].preemptor
+    if preemptor.workload is None or preemptor.workload.key in ledger.claimed:
+        return  # held this pass by a higher op's extension: a victim never becomes a preemptor (I9)
+    reserved_by = {pool: u.uid for u in world.units.values() if u.op is not None for pool in u.op.reserved}
+    # A slice another op reserves is taken over only from a preemptor sharing it (then held); else it is left.
+    pending = [i for i in inversions if i.pool not in reserved_by or reserved_by[i.pool] in i.occupants]
+    budget = world.config.max_victims_per_pass - ledger.added
+    _resolve(world, ledger, pending, budget, {p for p, uid in reserved_by.items() if uid != preemptor.uid})
+
+
+def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: list[Inversion]) -> int:
+    """Hold the lower-priority JobSets occupying the slices of due `inversions` (from `find_inversions`, those
+    not contested); returns how many were held.
 
     Per preemptor all or nothing (I2, I6): every other occupant of every inverted slice must be a valid victim
-    (strictly lower under both priorities I1, in scope, not protected, not rate limited I12, not a preemptor of
-    an open op I9) and fit in `budget` (what is left of `maxVictimsPerPass`); otherwise nothing is held and a
-    Warning says why. A victim that is itself infra-disrupted may be held (unlike B17): it is restarting anyway,
-    so holding it throws no progress away, and if it were a preemptor it would have an op and be refused.
-    Slices reserved by an open op are left to that op's extension (I3), and so are preemptors with an op.
+    (strictly lower under both priorities I1, in scope, not protected, not rate limited I12; a preemptor of an
+    open op only if its op is taken over, `resolve_contested`, I9) and fit in `budget` (what is left of
+    `maxVictimsPerPass`); otherwise nothing is held and a Warning says why. A victim that is itself
+    infra-disrupted may be held (unlike B17): it is restarting anyway, so holding it throws no progress away.
+    Slices reserved by an open op are left to that op's extension (I3) unless `resolve_contested` takes the op
+    over, and preemptors with an op are left to their own extension.
     """
-    grace = world.config.inversion_grace
     due: dict[str, list[Inversion]] = {}
-    for found in find_inversions(world):
-        unit = found.preemptor
-        if world.now - found.since < grace or found.pool in ledger.reserved:
-            continue
-        if unit.uid in ledger.open_ops or unit.op is not None or not unit.movable:
-            continue
-        if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
-            continue
-        due.setdefault(unit.uid, []).append(found)
-
+    for found in inversions:
+        if _due(world, ledger, found):
+            due.setdefault(found.preemptor.uid, []).append(found)
     held = 0
-    for inversions in sorted(due.values(), key=lambda group: _rank(group[0].preemptor)):
-        preemptor = inversions[0].preemptor
-        victims: dict[str, Unit] = {}
-        refusals: list[str] = []
-        pools: list[str] = []
-        for found in inversions:
-            leaving = 0
-            for uid in found.occupants:
-                other = world.units.get(uid)
-                if other is None:
-                    refusals.append(f"{found.pool} is used by pods of {uid.removeprefix('foreign:')} outside our view")
-                    continue
-                wl = other.workload
-                if other.held_by is not None or (wl is not None and wl.key in ledger.claimed):
-                    leaving += 1  # already held or claimed this pass: its pods are going
-                    continue
-                why = why_not_victim(world, other, _NOBODY, ledger.claimed)
-                if why is None and other.uid in ledger.open_ops:
-                    why = "preemptor of an open operation"
-                if why is None and not in_scope(world, preemptor, other):
-                    why = "out of scope"
-                if why is not None:
-                    refusals.append(f"{found.pool} is taken by {other.key} ({why})")
-                    continue
-                victims[uid] = other
-            if leaving < len(found.occupants):
-                pools.append(found.pool)
-        if not victims and not refusals:
-            continue
-        if not refusals and len(victims) > budget - held:
-            refusals.append(
-                f"{len(victims)} victims but only {max(budget - held, 0)} may be held this pass (maxVictimsPerPass)"
-            )
-        if refusals:
-            ledger.events.append(
-                Decision(
-                    EventReason.BLOCKED,
-                    preemptor.jobset_ref(),
-                    "slice priority inversion not resolved: " + "; ".join(refusals),
-                    type=EventType.WARNING,
-                )
-            )
-            continue
-        held += _record(world, ledger, preemptor, sorted(pools), sorted(victims.values(), key=lambda u: u.key))
+    for group in sorted(due.values(), key=lambda g: _rank(g[0].preemptor)):
+        held += _resolve(world, ledger, group, budget - held, _NOBODY)
     return held
 
 
-def _own_pools(world: World, ledger: Ledger, preemptor: Unit, taken: list[str]) -> tuple[str, ...]:
+def _resolve(world: World, ledger: Ledger, inversions: list[Inversion], budget: int, reserved: AbstractSet[str]) -> int:
+    """One preemptor's due inversions, all or nothing; returns how many were held. `reserved`: slices recorded
+    ops not yet advanced reserve (besides `ledger.reserved`), not to be kept for the preemptor (I3)."""
+    inversions = [i for i in inversions if i.pool not in ledger.reserved]
+    if not inversions:
+        return 0
+    preemptor = inversions[0].preemptor
+    victims: dict[str, Unit] = {}
+    refusals: list[str] = []
+    pools: list[str] = []
+    for found in inversions:
+        leaving = 0
+        for uid in found.occupants:
+            other = world.units.get(uid)
+            if other is None:
+                refusals.append(f"{found.pool} is used by pods of {uid.removeprefix('foreign:')} outside our view")
+                continue
+            wl = other.workload
+            if other.held_by is not None or (wl is not None and wl.key in ledger.claimed):
+                leaving += 1  # already held or claimed this pass: its pods are going
+                continue
+            # A strictly lower (every occupant is) preemptor of an op not yet advanced is taken over (I9).
+            takeover = other.uid not in ledger.open_ops and lower_priority(preemptor, other)
+            why = why_not_victim(world, other, _NOBODY, ledger.claimed, takeover=takeover)
+            if why is None and other.uid in ledger.open_ops:
+                why = "preemptor of an open operation"
+            if why is None and not in_scope(world, preemptor, other):
+                why = "out of scope"
+            if why is not None:
+                refusals.append(f"{found.pool} is taken by {other.key} ({why})")
+                continue
+            victims[uid] = other
+        if leaving < len(found.occupants):
+            pools.append(found.pool)
+    if not victims and not refusals:
+        return 0
+    if not refusals and len(victims) > budget:
+        refusals.append(f"{len(victims)} victims but only {max(budget, 0)} may be held this pass (maxVictimsPerPass)")
+    if refusals:
+        ledger.events.append(
+            Decision(
+                EventReason.BLOCKED,
+                preemptor.jobset_ref(),
+                "slice priority inversion not resolved: " + "; ".join(refusals),
+                type=EventType.WARNING,
+            )
+        )
+        return 0
+    aborted = {p for v in victims.values() if v.op is not None for p in v.op.reserved}  # void once taken over
+    kept = _own_pools(world, ledger, preemptor, pools, set(reserved) - aborted)
+    return _record(world, ledger, preemptor, sorted(pools), kept, sorted(victims.values(), key=lambda u: u.key))
+
+
+def _own_pools(
+    world: World, ledger: Ledger, preemptor: Unit, taken: list[str], reserved: AbstractSet[str]
+) -> tuple[str, ...]:
     """Other usable slices of a needed shape the preemptor alone occupies: reserved too, so that a leader of
     other work landing there is held by the op's extension (C12) instead of starting a new inversion."""
     own = []
@@ -212,6 +258,7 @@ def _own_pools(world: World, ledger: Ledger, preemptor: Unit, taken: list[str]) 
             and found is not None
             and found.usable
             and pool not in ledger.reserved
+            and pool not in reserved
             and world.occupants.get(pool) == {preemptor.uid}
             and any(found.shape.matches(shape) for shape in preemptor.demand)
         ):
@@ -219,7 +266,9 @@ def _own_pools(world: World, ledger: Ledger, preemptor: Unit, taken: list[str]) 
     return tuple(own)
 
 
-def _record(world: World, ledger: Ledger, preemptor: Unit, pools: list[str], victims: list[Unit]) -> int:
+def _record(
+    world: World, ledger: Ledger, preemptor: Unit, pools: list[str], kept: tuple[str, ...], victims: list[Unit]
+) -> int:
     # A distinct id from an infra op of the same attempt: the trigger differs, and so may the victims.
     op_id = make_op_id(f"{preemptor.uid}/inversion", preemptor.jobset.restarts)
     op = OpRecord(
@@ -228,7 +277,7 @@ def _record(world: World, ledger: Ledger, preemptor: Unit, pools: list[str], vic
         slices=tuple(pools),
         victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
         since=world.now,
-        kept=_own_pools(world, ledger, preemptor, pools),
+        kept=kept,
     )
     ledger.claim(preemptor.uid, op)
     ledger.actions.append(record_action(world, preemptor, op))
@@ -244,6 +293,7 @@ def _record(world: World, ledger: Ledger, preemptor: Unit, pools: list[str], vic
     )
     for victim in victims:
         ledger.actions.append(hold_action(world, victim, preemptor, op_id))
+        take_over(ledger, victim, preemptor, (p for p in pools if p in victim.occupied))
         ledger.events.append(
             Decision(
                 EventReason.VICTIM_HELD,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
@@ -22,6 +22,7 @@ from hotswap.planner.disruption import placed
 from hotswap.planner.fence import fence, fresh_admissions
 from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from hotswap.planner.world import Unit, World, hold_since
+from hotswap.slices import SliceHealth
 
 
 @dataclass(slots=True)
@@ -44,11 +45,14 @@ class Ledger:
     """Fresh admissions held by the admission fence this pass (C12, before their pods land)."""
     inverted: int = 0
     """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
+    taken_over: dict[str, str] = field(default_factory=dict)
+    """Preemptor uid → why: held this pass by a strictly higher preemptor that needs its slice (I9); its op is
+    aborted (the hold write removes it) and claims nothing."""
 
     @property
     def added(self) -> int:
-        """Victims added to open operations this pass, counted against `maxVictimsPerPass`."""
-        return self.extended + self.fenced
+        """Victims held this pass by extensions, the fence and inversions, counted against `maxVictimsPerPass`."""
+        return self.extended + self.fenced + self.inverted
 
     def claim(self, preemptor_uid: str, op: OpRecord) -> None:
         self.open_ops[preemptor_uid] = op
@@ -64,10 +68,13 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> Hold
     previous = wl.annotations.get(keys.hold_count, "0")
     count = int(previous) + 1 if previous.isdigit() else 1
     held_by = f"{preemptor.jobset.namespace}/{preemptor.jobset.name}/{preemptor.uid}/{preemptor.jobset.restarts}"
+    # A preemptor taken over by a strictly higher one (I9) loses its op in the same write as it is held.
+    removed = (keys.op,) if keys.op in wl.annotations else ()
     return HoldVictim(
         workload=victim.workload_ref(),
         op_id=op_id,
         preemptor=preemptor.workload_ref(),
+        remove_annotations=removed,
         set_annotations={
             keys.held_by: held_by,
             keys.op_id: op_id,
@@ -91,11 +98,27 @@ def _clear(world: World, unit: Unit, op: OpRecord, reason: EventReason, message:
     ledger.events.append(Decision(reason, unit.jobset_ref(), message, op.op_id))
 
 
-def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> None:
+def take_over(ledger: Ledger, victim: Unit, preemptor: Unit, pools: Iterable[str]) -> None:
+    """Note that `victim`, a preemptor of an open op, is held for strictly higher `preemptor` this pass: its op
+    is aborted when its turn comes and claims nothing (I9)."""
+    if victim.op is not None:
+        where = ", ".join(sorted(pools)) or "its slice"
+        ledger.taken_over[victim.uid] = f"higher-priority {preemptor.key} needs slice(s) {where}"
+
+
+def advance_ops(
+    world: World,
+    ledger: Ledger,
+    disrupted: AbstractSet[str],
+    contested: Mapping[str, Callable[[], None]] | None = None,
+) -> None:
     """Finish, abort, continue, extend or reconstruct every operation recorded in the snapshot.
 
     `disrupted` holds the uids of units with infra evidence (an op is extended only while its preemptor
-    still has some, I8, or within the attribution window).
+    still has some, I8, or within the attribution window). `contested`: preemptor uid (with no op) → its slice
+    priority inversion resolution, run in this priority order because it may take over a lower open op.
+    Higher preemptors go first, so a takeover never depends on key order and the lower op is never advanced
+    in a pass that aborts it.
     """
     held_for: dict[str, list[Unit]] = defaultdict(list)
     for unit in world.units.values():
@@ -104,8 +127,11 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
     by_workload: dict[str, Unit] | None = None  # built on first need: most passes have no open operation
     fresh: list[Unit] | None = None  # the admission fence's candidates, likewise
 
-    # Only units with an op or held victims can have an operation; sorting just those keeps the key order.
-    with_ops = sorted((u for u in world.units.values() if u.op is not None or u.uid in held_for), key=lambda u: u.key)
+    contested = contested or {}
+    # Only units with an op or held victims can have an operation; sorting just those keeps the order cheap.
+    with_ops = [u for u in world.units.values() if u.op is not None or u.uid in held_for]
+    with_ops += [u for uid in contested if (u := world.units[uid]).op is None and uid not in held_for]
+    with_ops.sort(key=lambda u: (-u.kueue_priority, -u.pod_priority, u.key))
     # Every victim named by any recorded operation: pods of these on a reserved slice are not intruders.
     named = {v for u in with_ops if u.op is not None for v in u.op.victims}
     reserved_by = {pool: u.uid for u in with_ops if u.op is not None for pool in u.op.reserved}
@@ -115,13 +141,24 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
             continue
         recorded = op
         if op is None:
-            if preemptor.uid not in held_for:
-                continue
-            op = _reconstruct(world, preemptor, held_for[preemptor.uid])
+            # A unit held this pass is never made a preemptor (I9).
+            if preemptor.uid in held_for and preemptor.workload.key not in ledger.claimed:
+                op = _reconstruct(world, preemptor, held_for[preemptor.uid])
             if op is None:
+                resolve = contested.get(preemptor.uid)
+                if resolve is not None:
+                    resolve()
                 continue
         else:
             op = _adopt_held(world, op, held_for.get(preemptor.uid, ()))
+        taken_by = ledger.taken_over.get(preemptor.uid)
+        if taken_by is not None:
+            # Held this pass by a strictly higher preemptor whose pods share its slice (I9): that hold's write
+            # removes the op, so there is nothing to clear; its reservations and victims are claimed no more.
+            ledger.aborted += 1
+            message = f"aborted: {taken_by}"
+            ledger.events.append(Decision(EventReason.ABORTED, preemptor.jobset_ref(), message, op.op_id))
+            continue
         if not preemptor.running_in_kueue or preemptor.held_by is not None:
             ledger.aborted += 1
             message = "preemptor no longer running in Kueue"
@@ -137,7 +174,9 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
         intruders: list[Unit] = []
         fenced: list[Unit] = []
         if _extensible(world, preemptor, op, disrupted):
-            others = {pool for pool, uid in reserved_by.items() if uid != preemptor.uid}
+            others = {
+                pool: uid for pool, uid in reserved_by.items() if uid != preemptor.uid and uid not in ledger.taken_over
+            }
             intruders, landed, lost = _intruders(world, ledger, preemptor, op, disrupted, named, others)
             if intruders:
                 added = {wl.key for i in intruders if (wl := i.workload) is not None}
@@ -161,6 +200,7 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
         ledger.claim(preemptor.uid, op)
         for intruder in intruders:
             ledger.actions.append(hold_action(world, intruder, preemptor, op.op_id))
+            take_over(ledger, intruder, preemptor, (p for p in intruder.occupied if p in op.reserved))
             ledger.events.append(
                 Decision(
                     EventReason.VICTIM_HELD,
@@ -189,13 +229,14 @@ def advance_ops(world: World, ledger: Ledger, disrupted: AbstractSet[str]) -> No
             victim = by_workload.get(victim_key)
             if victim is None or victim.workload is None or victim.held_by is not None:
                 continue
-            if victim in intruders or victim in fenced:
+            if victim in intruders or victim in fenced or victim.uid in ledger.open_ops:
                 continue
             history = decode_history(victim.workload.annotations.get(world.keys.hold_history, ""))
             if op.since is not None and any(t >= op.since for t in history):
                 continue  # held for this op before and since released (max-hold, manual): never re-hold
             if victim.running_in_kueue:
                 ledger.actions.append(hold_action(world, victim, preemptor, op.op_id))
+                take_over(ledger, victim, preemptor, (p for p in victim.occupied if p in op.reserved))
                 ledger.events.append(
                     Decision(
                         EventReason.VICTIM_HELD,
@@ -235,17 +276,20 @@ def _intruders(
     op: OpRecord,
     disrupted: AbstractSet[str],
     named: AbstractSet[str],
-    others: AbstractSet[str],
+    others: Mapping[str, str],
 ) -> tuple[list[Unit], set[str], bool]:
     """C12: workloads that newly occupy a slice reserved for the op, or a slice the preemptor's new attempt
     already landed on (kube-scheduler does not honour the reservation: a transient failure may heal and take the
-    new leader), to be held as well (an op extension). Slices reserved by another op are left to that op (I3).
+    new leader), to be held as well (an op extension). Slices reserved by another op (`others`: pool → its
+    preemptor's uid) are left to that op (I3), unless that preemptor is strictly lower and shares the slice
+    with this one's new attempt: then this op takes the slice over (`_contested`).
 
     All or nothing (I2, I6): every intruder on every reserved slice must be a valid victim (strictly lower
-    priority under both priorities I1, in scope, not protected, not rate limited I12, not claimed I3, not a
-    preemptor I9; it may be infra-disrupted itself) and fit in this pass's victim budget; otherwise nothing is
-    held and the preemptor is reported blocked. Returns the intruders, the unreserved slices they are on (which
-    the op then reserves), and whether a reserved slice is lost to a workload that may not be held.
+    priority under both priorities I1, in scope, not protected, not rate limited I12, not claimed I3; it may be
+    infra-disrupted itself, and a preemptor of an open op only if strictly lower, I9, its op then being
+    aborted) and fit in this pass's victim budget; otherwise nothing is held and the preemptor is reported
+    blocked. Returns the intruders, the unreserved slices they are on (which the op then reserves), and whether
+    a reserved slice is lost to a workload that may not be held.
     Kube-scheduler does not honour the reservation, so this is the only way to give the slice back to the
     preemptor without node taints (the reconciler may only patch Workloads).
     """
@@ -260,7 +304,7 @@ def _intruders(
         and p.deletion_timestamp is None
         and (pool := world.slice_of_pod(p)) is not None
         and pool not in ledger.reserved
-        and pool not in others
+        and (pool not in others or _contested(world, preemptor, pool, others[pool]))
     }
     for pool in sorted({*op.reserved, *landed}):
         for uid in sorted(world.occupants.get(pool, ())):
@@ -274,10 +318,14 @@ def _intruders(
             if unit.held_by is not None or (wl is not None and wl.key in named):
                 continue  # a victim whose pods are still terminating
             # An infra-disrupted intruder may be held (unlike a victim chosen for a new op, B17): its leader took
-            # the preemptor's slice, so it has restarted and loses no more progress, and it has no op of its own
-            # (why_not_victim refuses preemptors, and a unit held here is never made one later this pass, I9).
-            # Refusing it left both JobSets deadlocked until waitForPodsReady in storms.
-            why = why_not_victim(world, unit, frozenset(), ledger.claimed)
+            # the preemptor's slice, so it has restarted and loses no more progress (a unit held here is never
+            # made a preemptor later this pass). Refusing it left both JobSets deadlocked until waitForPodsReady
+            # in storms. So may a strictly lower preemptor of an open op, not yet advanced (ops go in priority
+            # order): both wait on the shared slice otherwise, and only one of them can have it (I9).
+            takeover = unit.uid not in ledger.open_ops and lower_priority(preemptor, unit)
+            why = why_not_victim(world, unit, frozenset(), ledger.claimed, takeover=takeover)
+            if why is None and unit.uid in ledger.open_ops:
+                why = "preemptor of an open operation"
             if why is None and not lower_priority(preemptor, unit):
                 why = "not of strictly lower priority"
             if why is None and not in_scope(world, preemptor, unit):
@@ -304,6 +352,21 @@ def _intruders(
         )
         return [], set(), True
     return sorted(found.values(), key=lambda u: u.key), taken - set(op.reserved), False
+
+
+def _contested(world: World, preemptor: Unit, pool: str, owner: str) -> bool:
+    """The preemptor's new attempt landed on `pool`, which another op reserves: it may take the slice over when
+    that op's preemptor is strictly lower (I1) and has pods there too (multi-host, not Unhealthy), since neither
+    can place its pods otherwise and nothing else preempts under `preemptionPolicy: Never`."""
+    found, unit = world.slices.get(pool), world.units.get(owner)
+    return (
+        found is not None
+        and found.health is not SliceHealth.UNHEALTHY
+        and (found.expected_hosts or 1) >= 2
+        and unit is not None
+        and pool in unit.occupied
+        and lower_priority(preemptor, unit)
+    )
 
 
 def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord | None:

@@ -78,7 +78,9 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         queue.append((unit, evidence))
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
 
-    victim_index = VictimIndex(world, set(disrupted), ledger.claimed)
+    # Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3) carry no op in the snapshot
+    # yet; they are no victims either (I9), so they are excluded with the disrupted ones.
+    victim_index = VictimIndex(world, set(disrupted) | ledger.open_ops.keys(), ledger.claimed)
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
     budget = world.config.max_victims_per_pass - ledger.added

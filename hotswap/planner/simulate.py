@@ -62,7 +62,8 @@ def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Action], now: dat
             continue
         rv = _bump(wl.resource_version)
         if isinstance(action, HoldVictim):
-            wl = replace(wl, annotations=_annotate(wl, action.set_annotations), active=False, resource_version=rv)
+            annotations = _annotate(wl, action.set_annotations, action.remove_annotations)
+            wl = replace(wl, annotations=annotations, active=False, resource_version=rv)
         elif isinstance(action, ReleaseVictim):
             annotations = _annotate(wl, action.set_annotations, action.remove_annotations)
             wl = replace(wl, annotations=annotations, active=True, resource_version=rv)

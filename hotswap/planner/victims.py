@@ -59,8 +59,14 @@ def lower_priority(preemptor: Unit, victim: Unit) -> bool:
     return victim.kueue_priority < preemptor.kueue_priority and victim.pod_priority < preemptor.pod_priority
 
 
-def why_not_victim(world: World, victim: Unit, disrupted: AbstractSet[str], claimed: AbstractSet[str]) -> str | None:
-    """Preemptor-independent reasons a unit can never be a victim this pass; None if it may be."""
+def why_not_victim(
+    world: World, victim: Unit, disrupted: AbstractSet[str], claimed: AbstractSet[str], takeover: bool = False
+) -> str | None:
+    """Preemptor-independent reasons a unit can never be a victim this pass; None if it may be.
+
+    `takeover`: the caller is a strictly higher preemptor that will abort the victim's open op in the same
+    write as the hold (I9), so an open op is no reason here.
+    """
     wl = victim.workload
     if wl is None:
         return "not Kueue-managed"
@@ -68,7 +74,7 @@ def why_not_victim(world: World, victim: Unit, disrupted: AbstractSet[str], clai
         return "not running in Kueue"
     if victim.held_by is not None or wl.key in claimed:
         return "already held or claimed"
-    if victim.op is not None:
+    if victim.op is not None and not takeover:
         return "preemptor of an open operation"
     if victim.uid in disrupted:
         return "itself infra-disrupted"

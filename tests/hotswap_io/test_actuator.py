@@ -120,6 +120,23 @@ async def test_hold_is_one_merge_patch_with_resource_version_and_active_false(
     assert stored["status"] == low["status"]
 
 
+async def test_hold_of_a_taken_over_preemptor_removes_its_op_in_the_same_write(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    medium = seed_workload(api, "medium", {KEYS.op: "id=op-m;attempt=0;slices=s;victims="})
+    action = hold(medium)
+    action = HoldVictim(action.workload, action.op_id, action.preemptor, action.set_annotations, (KEYS.op,))
+    actuator = make_actuator(await make_client("r"))
+    (outcome,) = await actuator.execute(plan_of(action))
+    assert outcome.result is Result.APPLIED
+    (write,) = api.writes("r")
+    assert write.body["metadata"]["annotations"][KEYS.op] is None
+    stored = api.get(WORKLOADS, "medium", NS)
+    assert stored is not None and stored["spec"]["active"] is False
+    assert KEYS.op not in stored["metadata"]["annotations"]
+    assert stored["metadata"]["annotations"][KEYS.op_id] == "op-1"
+
+
 async def test_release_is_one_write_removing_annotations_and_reactivating(
     api: FakeApiServer, make_client: ClientFactory
 ) -> None:

@@ -96,6 +96,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     problems += [f"several writes to {k} in one plan" for k, n in targets.items() if n > 1]
 
     holds = [a for a in plan.actions if isinstance(a, HoldVictim)]
+    events = plan.events
     records = {a.workload.key: a for a in plan.actions if isinstance(a, RecordOp)}
     for hold in holds:
         victim = workloads.get(hold.workload.key)
@@ -114,9 +115,12 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             problems.append(f"I5 hold without held-by on {victim.key}")
         if not victim.active or keys.held_by in victim.annotations:
             problems.append(f"I3 {victim.key} held while already inactive/held")
-        # I9: a preemptor of an open op is never a victim.
+        # I9: a preemptor of an open op is held only by a strictly higher preemptor (I1 above) in the same pass
+        # that aborts its op: the hold's own write removes the op, nothing records a new one, and it is told why.
         if keys.op in victim.annotations or victim.key in records:
-            problems.append(f"I9 {victim.key} is a preemptor and a victim")
+            aborted = any(e.reason is EventReason.ABORTED and e.involved.uid == victim.owner_jobset_uid for e in events)
+            if victim.key in records or keys.op not in hold.remove_annotations or not aborted:
+                problems.append(f"I9 {victim.key} is a preemptor and a victim without its op being aborted")
         # I12: hold rate limit.
         history = decode_history(victim.annotations.get(keys.hold_history, ""))
         recent = [t for t in history if t > now - config.hold_window]
@@ -137,6 +141,9 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         # I5: every Workload carrying held-by is inactive.
         if keys.held_by in wl.annotations and wl.active:
             problems.append(f"I5 {wl.key} carries held-by but is active after the plan")
+        # I9: a held victim carries no op of its own.
+        if keys.held_by in wl.annotations and op is not None:
+            problems.append(f"I9 {wl.key} is held and still carries an open operation after the plan")
     problems += [f"I3 slice {s} reserved by {n} operations" for s, n in slice_claims.items() if n > 1]
     problems += [f"I3 workload {v} victim of {n} operations" for v, n in victim_claims.items() if n > 1]
 

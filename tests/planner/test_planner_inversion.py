@@ -159,14 +159,17 @@ def test_victims_beyond_max_victims_per_pass_block_the_whole_inversion() -> None
     assert any(e.reason is EventReason.BLOCKED and "maxVictimsPerPass" in e.message for e in result.events)
 
 
-def test_a_preemptor_of_an_open_op_is_never_an_inversion_victim() -> None:
+def test_a_lower_preemptor_of_an_open_op_is_taken_over_and_its_op_aborted() -> None:
     fleet, _, lo = inversion()
     wl = fleet.workload_of(lo)
     op = OpRecord("op-x", 0, ("p2",), (), T0 - timedelta(seconds=30))
     fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.op, op.encode()).obj())
     result = plan(fleet.snapshot(), T0, CONFIG)
-    assert not any(isinstance(a, HoldVictim) and a.workload.key == wl.key for a in result.actions)
     assert_invariants(fleet.snapshot(), result, CONFIG)
+    held = [a for a in result.actions if isinstance(a, HoldVictim)]
+    assert [(a.workload.key, a.remove_annotations) for a in held] == [(wl.key, (KEYS.op,))]
+    assert [(e.involved.name, e.op_id) for e in result.events if e.reason is EventReason.ABORTED] == [("low", "op-x")]
+    assert idempotence_violations(fleet.snapshot(), result, CONFIG) == []
 
 
 def test_the_op_is_done_once_the_higher_jobset_runs_and_the_victim_is_then_released() -> None:

@@ -131,6 +131,8 @@ class ReconcilerPolicy:
             if job is None:
                 continue  # the Workload vanished (finished): the API server would 404
             if isinstance(action, HoldVictim):
+                for key in action.remove_annotations:
+                    job.annotations.pop(key, None)
                 job.annotations.update(action.set_annotations)
                 sim.deactivate(job)
             elif isinstance(action, ReleaseVictim):

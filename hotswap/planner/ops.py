@@ -85,6 +85,20 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> Hold
     )
 
 
+def hold_fenced(world: World, ledger: Ledger, newcomer: Unit, preemptor: Unit, op_id: str) -> None:
+    """Hold a fresh admission for the op (the admission fence, C12); the caller counts it in `ledger.fenced`."""
+    ledger.actions.append(hold_action(world, newcomer, preemptor, op_id))
+    ledger.events.append(
+        Decision(
+            EventReason.VICTIM_HELD,
+            newcomer.jobset_ref(),
+            f"held (spec.active=false) before its pods start: admitted while {preemptor.key} waits for "
+            "its reserved slices (admission fence, C12)",
+            op_id,
+        )
+    )
+
+
 def record_action(world: World, preemptor: Unit, op: OpRecord) -> RecordOp:
     return RecordOp(
         workload=preemptor.workload_ref(),
@@ -177,7 +191,15 @@ def advance_ops(
             others = {
                 pool: uid for pool, uid in reserved_by.items() if uid != preemptor.uid and uid not in ledger.taken_over
             }
+            whole = op
+            op, given_up = _give_up_lost(world, preemptor, op)
             intruders, landed, lost = _intruders(world, ledger, preemptor, op, disrupted, named, others)
+            if lost:
+                op = whole  # blocked by another slice all the same: the op stays as it was (I6)
+            elif given_up:
+                ledger.events.append(
+                    Decision(EventReason.BLOCKED, preemptor.jobset_ref(), given_up, op.op_id, EventType.WARNING)
+                )
             if intruders:
                 added = {wl.key for i in intruders if (wl := i.workload) is not None}
                 op = replace(
@@ -210,16 +232,7 @@ def advance_ops(
                 )
             )
         for newcomer in fenced:
-            ledger.actions.append(hold_action(world, newcomer, preemptor, op.op_id))
-            ledger.events.append(
-                Decision(
-                    EventReason.VICTIM_HELD,
-                    newcomer.jobset_ref(),
-                    f"held (spec.active=false) before its pods start: admitted while {preemptor.key} waits for "
-                    "its reserved slices (admission fence, C12)",
-                    op.op_id,
-                )
-            )
+            hold_fenced(world, ledger, newcomer, preemptor, op.op_id)
         ledger.extended += len(intruders)
         ledger.fenced += len(fenced)
         if by_workload is None:
@@ -254,6 +267,43 @@ def _extensible(world: World, preemptor: Unit, op: OpRecord, disrupted: Abstract
     if preemptor.uid in disrupted:
         return True
     return op.since is not None and world.now - op.since <= world.config.attribution_window
+
+
+def _give_up_lost(world: World, preemptor: Unit, op: OpRecord) -> tuple[OpRecord, str]:
+    """The op without the reserved slices taken for good, and why (empty if none): the preemptor's current attempt
+    has no pod there and a JobSet that is never its victim (not strictly lower, I1) runs pods there.
+
+    kube-scheduler ignores reservations, so an equal-priority JobSet restarting at the same time can take one.
+    Kept reserved, such a slice blocked the op (all or nothing, I6) until Kueue's waitForPodsReady evicted the
+    preemptor: neither were the intruders on the slices it did land on held, nor was the lost slice replaced.
+    Given up, the extension goes on with the rest, and `plan_preemptions` re-plans the missing slices.
+    """
+    attempt = preemptor.jobset.restarts
+    mine = {
+        pool
+        for p in preemptor.live_pods
+        if p.restart_attempt == attempt and p.deletion_timestamp is None and (pool := world.slice_of_pod(p))
+    }
+    lost: dict[str, str] = {}
+    for pool in op.reserved:
+        if pool in mine:
+            continue
+        for uid in sorted(world.occupants.get(pool, ())):
+            unit = world.units.get(uid)
+            if unit is None or uid == preemptor.uid or unit.held_by is not None or lower_priority(preemptor, unit):
+                continue
+            if any(world.slice_of_pod(p) == pool and p.deletion_timestamp is None for p in unit.live_pods):
+                lost[pool] = unit.key
+                break
+    if not lost:
+        return op, ""
+    where = "; ".join(f"{pool} is taken by {key}" for pool, key in sorted(lost.items()))
+    reduced = replace(
+        op,
+        slices=tuple(p for p in op.slices if p not in lost),
+        kept=tuple(p for p in op.kept if p not in lost),
+    )
+    return reduced, f"reserved slice given up (not of strictly lower priority, never a victim): {where}"
 
 
 def _adopt_held(world: World, op: OpRecord, held: Iterable[Unit]) -> OpRecord:
@@ -398,4 +448,4 @@ def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord
     )
 
 
-__all__ = ["Ledger", "advance_ops", "format_time", "hold_action", "record_action"]
+__all__ = ["Ledger", "advance_ops", "format_time", "hold_action", "hold_fenced", "record_action"]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hotswap.annotations import OpRecord
 from hotswap.model import SliceShape
-from hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
+from hotswap.planner.actions import Decision, EventReason, EventType, RecordOp, make_op_id
 from hotswap.planner.disruption import Disruption, deficit, infra_evidence
-from hotswap.planner.ops import Ledger, hold_action, record_action
+from hotswap.planner.fence import fence, fresh_admissions
+from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
 from hotswap.planner.victims import VictimIndex, choose_victims
 from hotswap.planner.world import Unit, World
+from hotswap.slices import SliceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +61,8 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
     queue: list[tuple[Unit, Disruption]] = []
     for uid, evidence in disrupted.items():
         unit = world.units[uid]
-        if uid in ledger.open_ops or not deficit(world, unit):
-            continue
+        if not deficit(world, unit, _booked(ledger, uid)):
+            continue  # an open op covers it, or nothing is missing
         if unit.workload is not None and unit.workload.key in ledger.claimed:
             continue  # held this pass by an op extension: a victim never becomes a preemptor (I9)
         refusal = _preemptor_refusal(world, unit)
@@ -88,7 +90,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
     planned = held = 0
 
     for preemptor, _evidence in queue:
-        needs = deficit(world, preemptor)
+        needs = deficit(world, preemptor, _booked(ledger, preemptor.uid))
         taken: list[str] = []
         remaining: dict[SliceShape, int] = {}
         for shape in sorted(needs, key=lambda s: (s.key, s.chips_per_host or 0)):
@@ -125,7 +127,8 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             ledger.events.append(Decision(EventReason.BLOCKED, preemptor.jobset_ref(), reason, type=EventType.WARNING))
             continue
 
-        op_id = make_op_id(preemptor.uid, preemptor.jobset.restarts)
+        existing = ledger.open_ops.get(preemptor.uid)
+        op_id = existing.op_id if existing is not None else make_op_id(preemptor.uid, preemptor.jobset.restarts)
         all_freed = _freed(world, victims, ledger, taken)
         surplus.extend(p for p in all_freed if p not in assigned and p not in surplus)
         slices = tuple(sorted({*taken, *assigned}))
@@ -143,14 +146,24 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             since=world.now,
             kept=kept,
         )
+        fenced: list[Unit] = []
+        if existing is not None:
+            op = _top_up(world, existing, op)
+            # The fence ran in `advance_ops`, before these slices were reserved: it runs for them now (I11).
+            held_for = [u for u in world.units.values() if u.held_by is not None and u.held_by.uid == preemptor.uid]
+            taken_keys = ledger.claimed | set(op.victims)
+            fresh = fresh_admissions(world)
+            fenced = fence(world, preemptor, op, fresh, held_for, disrupted.keys(), taken_keys, budget - len(victims))
+            op = replace(op, victims=tuple(sorted({*op.victims, *(u.workload.key for u in fenced if u.workload)})))
         ledger.claim(preemptor.uid, op)
-        ledger.actions.append(record_action(world, preemptor, op))
+        _record(ledger, record_action(world, preemptor, op))
         spare_text = f"{len(taken)} spare" if taken else "no spare"
         ledger.events.append(
             Decision(
                 EventReason.PLANNED,
                 preemptor.jobset_ref(),
-                f"{spare_text} slice(s), {len(victims)} victim(s) for slices {', '.join(slices)}",
+                f"{'re-planned: ' if existing else ''}{spare_text} slice(s), {len(victims)} victim(s) for slices "
+                f"{', '.join(slices)}",
                 op_id,
             )
         )
@@ -164,11 +177,44 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
                     op_id,
                 )
             )
-        victim_index.take(victims)
-        budget -= len(victims)
+        for newcomer in fenced:
+            hold_fenced(world, ledger, newcomer, preemptor, op_id)
+        ledger.fenced += len(fenced)
+        victim_index.take([*victims, *fenced])
+        budget -= len(victims) + len(fenced)
         planned += 1
         held += len(victims)
     return blocked, planned, held
+
+
+def _booked(ledger: Ledger, uid: str) -> frozenset[str]:
+    """Slices the unit's open op (after `advance_ops`) reserves for it: they count towards its supply."""
+    op = ledger.open_ops.get(uid)
+    return frozenset(op.reserved) if op is not None else frozenset()
+
+
+def _top_up(world: World, existing: OpRecord, more: OpRecord) -> OpRecord:
+    """An open op whose reservations no longer cover the deficit (a reserved slice given up, or failed) takes
+    `more`'s slices and victims under its own id and start; failed reserved slices are dropped (I4)."""
+
+    def healthy(pools: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(p for p in pools if (f := world.slices.get(p)) and f.health is not SliceHealth.UNHEALTHY)
+
+    return replace(
+        existing,
+        slices=tuple(sorted({*healthy(existing.slices), *more.slices})),
+        kept=healthy(existing.kept),
+        victims=tuple(sorted({*existing.victims, *more.victims})),
+    )
+
+
+def _record(ledger: Ledger, record: RecordOp) -> None:
+    """Append the op record, replacing one written earlier this pass for the same preemptor (one write per object)."""
+    for i, action in enumerate(ledger.actions):
+        if isinstance(action, RecordOp) and action.workload.uid == record.workload.uid:
+            ledger.actions[i] = record
+            return
+    ledger.actions.append(record)
 
 
 def _own_slices(world: World, ledger: Ledger, preemptor: Unit) -> list[str]:

@@ -430,25 +430,82 @@ def test_C12_newcomer_next_to_the_preemptors_leader_on_a_healed_slice_is_held() 
     assert EventReason.DONE not in reasons(result)
 
 
-@pytest.mark.parametrize(
-    ("intruder_priority", "protect", "why"),
-    [(1000, False, "not of strictly lower priority"), (5, True, "protected"), (5, False, "hold rate limit")],
-    ids=["I1_equal_priority", "protected", "I12_rate_limited"],
-)
-def test_C12_newcomer_that_may_not_be_held_blocks_without_any_eviction(
-    intruder_priority: int, protect: bool, why: str
-) -> None:
-    fleet, intruder = _intruded(intruder_priority)
+@pytest.mark.parametrize(("protect", "why"), [(True, "protected"), (False, "hold rate limit")])
+def test_C12_newcomer_that_may_not_be_held_blocks_without_any_eviction(protect: bool, why: str) -> None:
+    fleet, intruder = _intruded()
     wl = fleet.workload_of(intruder)
     if protect:
         fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.protect, "true").obj())
-    elif intruder_priority < 10:
+    else:
         history = ",".join(format_time(T0 - timedelta(hours=h)) for h in (1, 2, 3))
         fleet.set_workload(WorkloadBuilder.from_obj(wl).annotation(KEYS.hold_history, history).obj())
     result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
     assert held(result) == [] and result.actions == ()  # I6: nothing evicted, the op stays as it was
     blocked = [e for e in result.events if e.reason is EventReason.BLOCKED]
     assert len(blocked) == 1 and why in blocked[0].message and "v0" in blocked[0].message
+
+
+def _op_written(result: Plan) -> OpRecord:
+    record = next(a for a in result.actions if isinstance(a, RecordOp))
+    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    assert op is not None
+    return op
+
+
+def test_C12_reserved_slice_taken_by_equal_priority_is_given_up_and_re_planned() -> None:
+    """An equal-priority JobSet (never a victim, I1) took v0, reserved for `high`: the slice is lost for good, so
+    the op gives it up and re-plans the missing slice with a new victim instead of waiting, blocked, for Kueue's
+    waitForPodsReady eviction (storm traces: two equal preemptors swapping slices)."""
+    fleet, _ = _intruded(1000)
+    fleet.slices("v9").run(JobSetBuilder("ml", "spare").replicated_job("w", 1), ["v9"], 5)
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
+    assert held(result) == ["spare"]
+    op = _op_written(result)
+    assert op.slices == ("v9",) and op.kept == ("p1",)  # v0 given up, v9 instead
+    assert [v.split("-")[1] for v in op.victims] == ["low", "spare"]  # low stays held until high is placed
+    assert op.since == T0  # the same op, re-planned (I8 is not asked again)
+    given_up = [e for e in result.events if e.reason is EventReason.BLOCKED]
+    assert len(given_up) == 1 and "v0 is taken by ml/intruder" in given_up[0].message
+    assert any(e.reason is EventReason.PLANNED and "re-planned" in e.message for e in result.events)
+
+
+def test_C12_reserved_slice_given_up_without_a_replacement_reports_blocked() -> None:
+    fleet, _ = _intruded(1000)
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
+    assert held(result) == []  # I6: nothing to free the missing slice with, so nothing more is held
+    op = _op_written(result)
+    assert op.slices == () and op.kept == ("p1",) and [v.split("-")[1] for v in op.victims] == ["low"]
+    messages = [e.message for e in result.events if e.reason is EventReason.BLOCKED]
+    assert len(messages) == 2 and "given up" in messages[0] and "no lower-priority victims" in messages[1]
+
+
+def test_C12_reserved_slice_given_up_lets_the_extension_hold_an_intruder_where_the_preemptor_landed() -> None:
+    """Storm trace: equal-priority `intruder` took reserved v0 and `high`'s new leader landed on v9, where a
+    lower-priority leader sits next to it. Blocked by v0, the op held nobody until waitForPodsReady evicted `high`
+    (20 min, then Kueue ping-pong); with v0 given up, the squatter is held at once."""
+    fleet, _ = _intruded(1000)
+    squatter = fleet.slices("v9").run(JobSetBuilder("ml", "squatter").replicated_job("w", 1), ["v9"], 5)
+    fleet.pods = [p for p in fleet.pods if p.jobset_name != squatter.name or p.name.endswith("-0-0")]
+    high = next(j for j in fleet.jobsets.values() if j.name == "high")
+    fleet.jobsets[high.uid] = replace(high, restarts=1)
+    leader = PodBuilder("ml", "high-w-0-0-a1", "high").job("w", 0).attempt(1).on("v9-1", "v9").priority(1000)
+    fleet.pods += [leader.obj()]
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
+    assert held(result) == ["squatter"]
+    op = _op_written(result)
+    assert op.slices == ("v9",) and op.kept == ("p1",)
+
+
+def test_C12_reserved_slice_is_kept_while_the_preemptor_has_pods_there() -> None:
+    """Equal-priority pods next to the preemptor's own new leader are JobSet's business: nothing is given up."""
+    fleet, _ = _intruded(1000)
+    high = next(j for j in fleet.jobsets.values() if j.name == "high")
+    fleet.jobsets[high.uid] = replace(high, restarts=1)
+    leader = PodBuilder("ml", "high-w-0-0-a1", "high").job("w", 0).attempt(1).on("v0-1", "v0").priority(1000)
+    fleet.pods += [leader.obj()]
+    result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
+    assert held(result) == [] and result.actions == ()
+    assert ["not of strictly lower priority" in e.message for e in result.events] == [True]
 
 
 def test_C12_extension_respects_the_victim_budget() -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import takewhile
 
 from hotswap.config import Scope
 from hotswap.model import SliceShape
@@ -127,7 +128,7 @@ class VictimIndex:
     each victim's usable slices per shape are computed once and shared by every preemptor.
     """
 
-    __slots__ = ("_by_scope", "_gone", "_usable", "_world")
+    __slots__ = ("_by_scope", "_gone", "_rest", "_usable", "_world")
 
     def __init__(self, world: World, disrupted: set[str], claimed: set[str]) -> None:
         self._world = world
@@ -144,6 +145,7 @@ class VictimIndex:
             group = scope_group(world, victim)
             if group is not None:
                 self._by_scope.setdefault(group, []).append((order, victim))
+        self._rest = {group: _level_rest(ranked) for group, ranked in self._by_scope.items()}
         self._usable: dict[tuple[str, SliceShape], frozenset[str]] = {}
         self._gone: set[str] = set()
 
@@ -153,22 +155,14 @@ class VictimIndex:
 
     def candidates(
         self, preemptor: Unit, shape: SliceShape, chosen: AbstractSet[str], excluded: AbstractSet[str]
-    ) -> Iterator[Candidate]:
+    ) -> Candidates:
         """Lazily, in victim order: the preemptor's in-scope lower-priority victims, except `chosen` uids, that
         occupy usable `shape` slices not in `excluded`."""
         group = scope_group(self._world, preemptor)
         if group is None:
-            return
-        for order, victim in self._by_scope.get(group, ()):
-            if victim.kueue_priority >= preemptor.kueue_priority:
-                return  # ranked by Kueue priority first: no later victim is lower
-            if victim.uid in self._gone or victim.uid in chosen or not lower_priority(preemptor, victim):
-                continue
-            pools = self._usable_pools(victim, shape)
-            if pools and not pools.isdisjoint(excluded):
-                pools = pools - excluded
-            if pools:
-                yield Candidate(victim, pools, order)
+            return Candidates(self, preemptor, shape, chosen, excluded, [], [])
+        ranked, rest = self._by_scope.get(group, []), self._rest.get(group, [])
+        return Candidates(self, preemptor, shape, chosen, excluded, ranked, rest)
 
     def _usable_pools(self, victim: Unit, shape: SliceShape) -> frozenset[str]:
         key = (victim.uid, shape)
@@ -176,6 +170,71 @@ class VictimIndex:
         if pools is None:
             pools = self._usable[key] = candidate_pools(self._world, victim, shape, _NOBODY)
         return pools
+
+
+def _level_rest(ranked: list[tuple[VictimOrder, Unit]]) -> list[int]:
+    """Per position: the most slices any victim from there to the end of its Kueue priority level occupies."""
+    rest = [0] * len(ranked)
+    most = 0
+    for i in range(len(ranked) - 1, -1, -1):
+        victim = ranked[i][1]
+        if i + 1 < len(ranked) and ranked[i + 1][1].kueue_priority != victim.kueue_priority:
+            most = 0
+        most = max(most, len(victim.occupied))
+        rest[i] = most
+    return rest
+
+
+class Candidates:
+    """`VictimIndex.candidates` as an iterator that can also bound what it has not yielded yet (`level_bound`),
+    so `choose_victims` can stop walking a priority level once nothing further in it could change its choice."""
+
+    __slots__ = ("_chosen", "_excluded", "_index", "_level", "_pos", "_preemptor", "_ranked", "_rest", "_shape")
+
+    def __init__(
+        self,
+        index: VictimIndex,
+        preemptor: Unit,
+        shape: SliceShape,
+        chosen: AbstractSet[str],
+        excluded: AbstractSet[str],
+        ranked: list[tuple[VictimOrder, Unit]],
+        rest: list[int],
+    ) -> None:
+        self._index, self._preemptor, self._shape = index, preemptor, shape
+        self._chosen, self._excluded = chosen, excluded
+        self._ranked, self._rest = ranked, rest
+        self._pos = 0
+        self._level: int | None = None
+
+    def __iter__(self) -> Candidates:
+        return self
+
+    def __next__(self) -> Candidate:
+        ranked, preemptor, index = self._ranked, self._preemptor, self._index
+        gone, chosen, excluded = index._gone, self._chosen, self._excluded
+        while self._pos < len(ranked):
+            order, victim = ranked[self._pos]
+            self._pos += 1
+            if victim.kueue_priority >= preemptor.kueue_priority:
+                self._pos = len(ranked)  # ranked by Kueue priority first: no later victim is lower
+                break
+            if victim.uid in gone or victim.uid in chosen or not lower_priority(preemptor, victim):
+                continue
+            pools = index._usable_pools(victim, self._shape)
+            if pools and not pools.isdisjoint(excluded):
+                pools = pools - excluded
+            if pools:
+                self._level = victim.kueue_priority
+                return Candidate(victim, pools, order)
+        raise StopIteration
+
+    def level_bound(self) -> int:
+        """An upper bound on `len(pools)` of every candidate still to come at the last yielded one's level."""
+        pos = self._pos
+        if pos >= len(self._ranked) or self._ranked[pos][1].kueue_priority != self._level:
+            return 0
+        return self._rest[pos]
 
 
 def freed_count(chosen: Iterable[Candidate], occupants: Mapping[str, set[str]]) -> int:
@@ -210,10 +269,13 @@ def choose_victims(
     """
     if needed <= 0:
         return []
+    stream = iter(ordered)
+    bounded = stream if isinstance(stream, Candidates) else None
     # 1. Lowest achievable maximum priority: add whole priority levels until covered.
     prefix: list[Candidate] = []
     level: int | None = None
-    for candidate in ordered:
+    check_at = 1
+    for candidate in stream:
         if level is not None and candidate.unit.kueue_priority != level and freed_count(prefix, occupants) >= needed:
             break
         if _gain(candidate, _NOBODY, _NOBODY, _NOBODY, occupants) == needed:
@@ -222,31 +284,64 @@ def choose_victims(
             return [candidate]
         level = candidate.unit.kueue_priority
         prefix.append(candidate)
+        if bounded is not None and len(prefix) >= check_at and bounded.level_bound() < needed:
+            # No candidate left in this level fits exactly alone; once the prefix covers, this level is the
+            # covering one and step 2 can pull the rest of it only as far as it matters. (Checked at doubling
+            # sizes so a level that never covers costs linear time.)
+            if freed_count(prefix, occupants) >= needed:
+                return _greedy(needed, prefix, occupants, bounded)
+            check_at = 2 * len(prefix)
     else:
         if not prefix or freed_count(prefix, occupants) < needed:
             return None
     return _greedy(needed, prefix, occupants)
 
 
-def _greedy(needed: int, pool: list[Candidate], occupants: Mapping[str, set[str]]) -> list[Candidate]:
-    """Steps 2 and 3 of `choose_victims` on the covering level prefix `pool` (in victim order)."""
+def _greedy(
+    needed: int, pool: list[Candidate], occupants: Mapping[str, set[str]], more: Candidates | None = None
+) -> list[Candidate]:
+    """Steps 2 and 3 of `choose_victims` on the covering level prefix `pool` (in victim order).
+
+    With `more`, the rest of the covering level is still in that stream: a round pulls from it only while an
+    unseen candidate could still win the round (its gain is at most `level_bound()` plus the waiting slices).
+    """
     # 2. Greedy: finish with the tightest single fit, otherwise take the biggest gain.
+    level = pool[-1].unit.kueue_priority
     chosen: list[Candidate] = []
     uids: set[str] = set()
     freed: set[str] = set()
     waiting: set[str] = set()  # chosen slices still shared with an unchosen occupant
     remaining = list(pool)
-    while len(freed) < needed and remaining:
+    while len(freed) < needed and (remaining or more is not None):
         short = needed - len(freed)
         gains: list[tuple[int, Candidate]] = []
         pick: Candidate | None = None
-        for c in remaining:
-            gain = _gain(c, uids, freed, waiting, occupants)
-            if gain == short:
-                pick = c  # the tightest possible fit, and first in victim order: nothing later beats it
+        best = -1
+        scan = remaining
+        while True:
+            for c in scan:
+                gain = _gain(c, uids, freed, waiting, occupants)
+                if gain == short:
+                    pick = c  # the tightest possible fit, and first in victim order: nothing later beats it
+                    break
+                gains.append((gain, c))
+                best = max(best, gain)
+            if pick is not None or more is None:
                 break
-            gains.append((gain, c))
+            limit = more.level_bound() + len(waiting)
+            if limit < short and (limit <= best or any(g > short for g, _ in gains)):
+                break  # nothing unseen can fit exactly, close tighter or gain more: the seen decide
+            pulled = next(more, None)
+            if pulled is None or pulled.unit.kueue_priority != level:
+                more = None  # the level is complete (a next-level candidate is not in the prefix)
+                scan = []
+                continue
+            pool.append(pulled)
+            remaining.append(pulled)
+            scan = [pulled]
         if pick is None:
+            if not gains:
+                break
             closing = [(g, c) for g, c in gains if g >= short]
             if closing:
                 _, pick = min(closing, key=lambda gc: (gc[0], gc[1].order))
@@ -262,6 +357,8 @@ def _greedy(needed: int, pool: list[Candidate], occupants: Mapping[str, set[str]
         waiting -= freed
     if len(freed) < needed:
         # Only shared slices left: every co-occupant must go; take the whole level prefix and minimise.
+        if more is not None:
+            pool.extend(takewhile(lambda c: c.unit.kueue_priority == level, more))
         chosen = list(pool)
     # 3. Reverse minimisation: drop any victim not needed for coverage (I7).
     for victim in reversed(list(chosen)):

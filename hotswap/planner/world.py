@@ -21,6 +21,7 @@ from hotswap.config import HotswapConfig
 from hotswap.model import (
     ClusterQueue,
     ClusterSnapshot,
+    Condition,
     ConditionStatus,
     DepartedPod,
     JobSet,
@@ -78,9 +79,7 @@ class Unit:
             and wl.active
             and not js.suspended
             and js.terminal_state is None
-            and wl.admitted
-            and not wl.evicted
-            and not wl.finished
+            and _admitted_and_live(wl.conditions)
         )
         self.movable = (
             js.exclusive_topology == NODEPOOL_LABEL
@@ -118,6 +117,22 @@ class Unit:
             if wl.creation_timestamp is not None:
                 return wl.creation_timestamp
         return self.jobset.creation_timestamp or _EPOCH
+
+
+def _admitted_and_live(conditions: tuple[Condition, ...]) -> bool:
+    """`Workload.admitted and not evicted and not finished` in one walk (the first condition of a type counts)."""
+    admitted = evicted = finished = None
+    for condition in conditions:
+        kind = condition.type
+        if kind == "Admitted":
+            if admitted is None:
+                admitted = condition.status is ConditionStatus.TRUE
+        elif kind == "Evicted":
+            if evicted is None:
+                evicted = condition.status is ConditionStatus.TRUE
+        elif kind == "Finished" and finished is None:
+            finished = condition.status is ConditionStatus.TRUE
+    return admitted is True and not evicted and not finished
 
 
 @dataclass(slots=True)
@@ -217,7 +232,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             workload_by_owner[owner_uid] = candidate
 
     units: dict[str, Unit] = {}
-    by_key: dict[tuple[str, str], Unit] = {}
+    # Namespace → name → unit: looking pods up in nested dicts allocates no (namespace, name) key tuples.
+    by_key: dict[str, dict[str, Unit]] = {}
     for js in snapshot.jobsets:
         if namespaces and js.namespace not in namespaces:
             continue
@@ -236,14 +252,19 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             op = annotations.get(op_key)
             unit.op = OpRecord.decode(op) if op is not None else None
         units[js.uid] = unit
-        by_key[(js.namespace, js.name)] = unit
+        in_namespace = by_key.get(js.namespace)
+        if in_namespace is None:
+            by_key[js.namespace] = {js.name: unit}
+        else:
+            in_namespace[js.name] = unit
 
     occupants: dict[str, set[str]] = {}
     pods_of: dict[Unit, list[Pod]] = {}
     occupied_by: dict[Unit, set[str]] = {}
     max_pod_priority: dict[str, int] = {}
     for pod in snapshot.pods:
-        owner = by_key.get((pod.namespace, pod.jobset_name))
+        in_namespace = by_key.get(pod.namespace)
+        owner = in_namespace.get(pod.jobset_name) if in_namespace is not None else None
         if owner is not None:
             owned = pods_of.get(owner)
             if owned is None:
@@ -277,7 +298,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     window_start = now - config.attribution_window
     departed_of: dict[Unit, list[DepartedPod]] = {}
     for gone in snapshot.departed_pods:
-        owner = by_key.get((gone.namespace, gone.jobset_name))
+        in_namespace = by_key.get(gone.namespace)
+        owner = in_namespace.get(gone.jobset_name) if in_namespace is not None else None
         if owner is not None and gone.gone_at >= window_start:
             departed_of.setdefault(owner, []).append(gone)
     for unit, owned in pods_of.items():

@@ -145,6 +145,16 @@ def _node_problem_since(node: Node, tolerated: frozenset[str]) -> tuple[bool, da
     return True, min(r for r in reasons if r is not None)
 
 
+def _node_fine(node: Node, tolerated: frozenset[str]) -> bool:
+    """`_node_problem_since` would find nothing wrong: the common case, checked without building its reasons."""
+    if node.ready is not ConditionStatus.TRUE or node.deletion_timestamp is not None or node.unschedulable:
+        return False
+    for taint in node.taints:
+        if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and taint.key not in tolerated:
+            return False
+    return True
+
+
 def _latest_good_since(nodes: Iterable[Node]) -> datetime | None:
     """Latest Ready transition or creation across the nodes: when the slice last became (or was made) good."""
     latest: datetime | None = None
@@ -182,13 +192,17 @@ def classify_slice(
     """Classify one node pool; `nodes` must be non-empty and all carry TPU labels."""
     first = nodes[0]
     machine = first.machine_type or next((n.machine_type for n in nodes if n.machine_type), None)
-    per_host = chips_per_host(machine, [n.tpu_chips for n in nodes])
+    per_host = _machine_chips(machine) if machine else None
+    if per_host is None:
+        per_host = chips_per_host(None, [n.tpu_chips for n in nodes])
     shape = _shape(first.accelerator or "", first.topology or "", per_host)
     expected = expected_host_count(shape.topology, per_host)
     names = tuple(sorted([n.name for n in nodes]))
 
     bad_times: list[datetime | None] = []
     for node in nodes:
+        if _node_fine(node, tolerated_taints):
+            continue
         bad, since = _node_problem_since(node, tolerated_taints)
         if bad:
             bad_times.append(since)

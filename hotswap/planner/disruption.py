@@ -24,6 +24,8 @@ def infra_evidence(world: World, unit: Unit) -> Disruption | None:
     Running pods on a merely cordoned or tainted slice are not evidence (A7): the unit is still working.
     Exit-code failures on healthy slices never are (A10).
     """
+    if not unit.live_pods and not unit.departed:
+        return None  # most JobSets of a large fleet: queued, nothing to attribute
     times: list[datetime] = []
     pools: set[str] = set()
     for pod in unit.live_pods:

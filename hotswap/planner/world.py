@@ -72,7 +72,7 @@ class Unit:
 
     def __post_init__(self) -> None:
         js, wl = self.jobset, self.workload
-        self.key = js.key
+        self.key = f"{js.namespace}/{js.name}"  # JobSet.key, without a property call per unit
         self.uid = js.uid
         self.running_in_kueue = (
             wl is not None
@@ -172,8 +172,11 @@ class World:
         return node.ready is not ConditionStatus.TRUE or any(t.key == UNREACHABLE_TAINT for t in node.taints)
 
     def hold_times(self, wl: Workload) -> tuple[datetime, ...]:
+        raw = wl.annotations.get(self.keys.hold_history)
+        if not raw:
+            return ()
         window_start = self.now - self.config.hold_window
-        history = decode_history(wl.annotations.get(self.keys.hold_history, ""))
+        history = decode_history(raw)
         return tuple(t for t in history if t > window_start)
 
     def protected(self, unit: Unit) -> bool:

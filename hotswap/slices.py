@@ -101,10 +101,15 @@ def slice_key(node: Node) -> str | None:
     """
     if not (node.node_pool and node.accelerator and node.topology):
         return None
-    per_host = chips_per_host(node.machine_type, (node.tpu_chips,))
-    if expected_host_count(node.topology, per_host) == 1:
+    if _single_host(node.topology, node.machine_type, node.tpu_chips):
         return f"{node.node_pool}/{node.name}"
     return node.node_pool
+
+
+@lru_cache(maxsize=1024)
+def _single_host(topology: str, machine_type: str | None, tpu_chips: int | None) -> bool:
+    """One VM per slice for this node's labels; a fleet has few distinct ones, so `slice_key` looks it up."""
+    return expected_host_count(topology, chips_per_host(machine_type, (tpu_chips,))) == 1
 
 
 def group_by_slice(nodes: Iterable[Node]) -> dict[str, list[Node]]:
@@ -145,23 +150,16 @@ def _node_problem_since(node: Node, tolerated: frozenset[str]) -> tuple[bool, da
     return True, min(r for r in reasons if r is not None)
 
 
-def _node_fine(node: Node, tolerated: frozenset[str]) -> bool:
-    """`_node_problem_since` would find nothing wrong: the common case, checked without building its reasons."""
-    if node.ready is not ConditionStatus.TRUE or node.deletion_timestamp is not None or node.unschedulable:
-        return False
-    for taint in node.taints:
-        if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and taint.key not in tolerated:
-            return False
-    return True
-
-
 def _latest_good_since(nodes: Iterable[Node]) -> datetime | None:
     """Latest Ready transition or creation across the nodes: when the slice last became (or was made) good."""
     latest: datetime | None = None
     for node in nodes:
-        for moment in (node.ready_transition_time, node.creation_timestamp):
-            if moment is not None and (latest is None or moment > latest):
-                latest = moment
+        moment = node.ready_transition_time
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
+        moment = node.creation_timestamp
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
     return latest
 
 
@@ -201,8 +199,13 @@ def classify_slice(
 
     bad_times: list[datetime | None] = []
     for node in nodes:
-        if _node_fine(node, tolerated_taints):
-            continue
+        # Inline check for the common, fine node (what `_node_problem_since` would find nothing wrong with).
+        if node.ready is ConditionStatus.TRUE and node.deletion_timestamp is None and not node.unschedulable:
+            for taint in node.taints:
+                if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and taint.key not in tolerated_taints:
+                    break
+            else:
+                continue
         bad, since = _node_problem_since(node, tolerated_taints)
         if bad:
             bad_times.append(since)

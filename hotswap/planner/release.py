@@ -55,9 +55,9 @@ def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]
     released_at = world.keys.released_at
     for unit in units:
         wl = unit.workload
-        if wl is None or unit.held_by is not None or not wl.active:
+        if wl is None or unit.held_by is not None or not wl.active or released_at not in wl.annotations:
             continue
-        released = parse_time(wl.annotations.get(released_at, ""))
+        released = parse_time(wl.annotations[released_at])
         if released is None or world.now - released >= world.config.release_settle:
             continue
         missing = {s: n - supply(world, unit, s) for s, n in unit.demand.items()}

@@ -136,7 +136,8 @@ class VictimIndex:
             (
                 (victim_order(u, world.now), u)
                 for u in world.units.values()
-                if why_not_victim(world, u, disrupted, claimed) is None
+                # running_in_kueue first: the cheap test that rules out most (queued) units
+                if u.running_in_kueue and why_not_victim(world, u, disrupted, claimed) is None
             ),
             key=lambda ou: ou[0],
         )

@@ -248,7 +248,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             pod_priority=js.pod_priority or 0,
             cluster_queue=queues.get(wl.cluster_queue) if wl is not None and wl.cluster_queue else None,
         )
-        if wl is not None:
+        if wl is not None and wl.annotations:  # `held_by` and `op` default to None
             annotations = wl.annotations
             held_by = annotations.get(held_by_key)
             unit.held_by = HeldBy.decode(held_by) if held_by else None

@@ -28,11 +28,14 @@ def infra_evidence(world: World, unit: Unit) -> Disruption | None:
         return None  # most JobSets of a large fleet: queued, nothing to attribute
     times: list[datetime] = []
     pools: set[str] = set()
+    node_pool_of, slices = world.node_pool_of, world.slices
     for pod in unit.live_pods:
         if pod.node_name is None:
             continue
-        pool = world.slice_of_pod(pod)
-        if not unhealthy(world, pool):
+        # world.slice_of_pod and `unhealthy`, inlined: this runs for every pod of the fleet each pass.
+        pool = node_pool_of.get(pod.node_name) or pod.node_pool
+        found = slices.get(pool) if pool is not None else None
+        if found is not None and found.health is not SliceHealth.UNHEALTHY:
             continue
         stopped = (
             pod.phase in (PodPhase.FAILED, PodPhase.UNKNOWN)
@@ -42,7 +45,6 @@ def infra_evidence(world: World, unit: Unit) -> Disruption | None:
         )
         if not stopped:
             continue
-        found = world.slices.get(pool) if pool is not None else None
         times.append(
             (found.since if found is not None else None) or pod.disruption_time or pod.deletion_timestamp or world.now
         )

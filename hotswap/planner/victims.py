@@ -73,7 +73,7 @@ def why_not_victim(
         return "not Kueue-managed"
     if not victim.running_in_kueue:
         return "not running in Kueue"
-    if victim.held_by is not None or wl.key in claimed:
+    if victim.held_by is not None or (claimed and wl.key in claimed):
         return "already held or claimed"
     if victim.op is not None and not takeover:
         return "preemptor of an open operation"

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seed", type=int, default=DEFAULT_SEED)
     b.add_argument("--scale", type=float, default=1.0, help="multiply every scenario horizon")
     b.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, cpus))")
-    b.add_argument("--passes", type=int, default=30, help="planner passes per scaling point")
+    b.add_argument("--passes", type=int, default=200, help="planner passes per scaling point (p99 needs ~100+)")
     b.add_argument(
         "--seeds", type=int, default=DEFAULT_SEEDS, help=f"seeds per scenario, from --seed on (default {DEFAULT_SEEDS})"
     )

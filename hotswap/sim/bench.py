@@ -146,11 +146,13 @@ def table(report: dict[str, Any]) -> str:
                 lines.append(f"  per seed {policy:<10} {cells}")
     if report.get("planner_scaling"):
         lines.append("\n== planner scaling (one plan() pass on a simulated snapshot)")
-        lines.append(f"{'slices':>8}{'jobsets':>9}{'pods':>8}{'p50 ms':>10}{'p99 ms':>10}{'peak MB':>10}")
+        head = ("slices", 8), ("jobsets", 9), ("pods", 8), ("p50 ms", 10), ("p99 ms", 10), ("peak MB", 10)
+        lines.append("".join(f"{name:>{width}}" for name, width in head) + f"{'passes':>8}{'full GCs':>10}")
         for row in report["planner_scaling"]:
             lines.append(
                 f"{row['slices']:>8}{row['jobsets']:>9}{row['pods']:>8}{row['p50_ms']:>10.2f}"
-                f"{row['p99_ms']:>10.2f}{row['peak_mb']:>10.2f}"
+                f"{row['p99_ms']:>10.2f}{row['peak_mb']:>10.2f}{row['passes']:>8}"
+                f"{row.get('gc_full_collections', 0):>10}"
             )
     if report.get("targets"):
         lines.append("\n== targets (issue 5)")
@@ -228,7 +230,7 @@ def bench(
     seed: int = DEFAULT_SEED,
     scale: float = 1.0,
     workers: int | None = None,
-    passes: int = 30,
+    passes: int = 200,
     progress: bool = True,
     seeds: int = DEFAULT_SEEDS,
 ) -> dict[str, Any]:

@@ -6,6 +6,7 @@ unhealthyGrace), so the planner sees disrupted preemptors, victims and queued wo
 
 from __future__ import annotations
 
+import gc
 import time
 import tracemalloc
 from typing import Any
@@ -50,10 +51,13 @@ def measure(slices: int, passes: int, seed: int = 7) -> dict[str, Any]:
     snapshot = reconciler.snapshot()
     now = at(sim.now)
     times = []
+    full_before = gc.get_stats()[2]["collections"]
     for _ in range(passes):
         started = time.perf_counter()
         result = plan(snapshot, now, reconciler.config)
         times.append((time.perf_counter() - started) * 1000.0)
+    # Full collections walk the whole process heap (here: the simulator too), so they are reported with the times.
+    full_collections = gc.get_stats()[2]["collections"] - full_before
     tracemalloc.start()
     plan(snapshot, now, reconciler.config)
     _, peak = tracemalloc.get_traced_memory()
@@ -67,5 +71,6 @@ def measure(slices: int, passes: int, seed: int = 7) -> dict[str, Any]:
         "p50_ms": round(percentile(times, 50), 3),
         "p99_ms": round(percentile(times, 99), 3),
         "peak_mb": round(peak / 2**20, 3),
+        "gc_full_collections": full_collections,
         "actions_last_pass": len(result.actions),
     }

@@ -233,12 +233,13 @@ def bench(
     passes: int = 200,
     progress: bool = True,
     seeds: int = DEFAULT_SEEDS,
+    sizes: tuple[int, ...] = SCALING_SIZES,
 ) -> dict[str, Any]:
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     report: dict[str, Any] = {
         "version": 2,
         "scenarios": run_scenarios(standard_scenarios(seed, scale), workers, progress, seeds_for(seed, seeds)),
-        "planner_scaling": run_scaling(passes, progress=progress),
+        "planner_scaling": run_scaling(passes, sizes, progress=progress),
     }
     report["targets"] = targets(report)
     out.mkdir(parents=True, exist_ok=True)

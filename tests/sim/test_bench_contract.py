@@ -1,0 +1,56 @@
+"""`hotswap.json` is a contract other tools read (issue 5): its shape is checked on a tiny bench run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hotswap.sim.bench import bench
+from hotswap.sim.plot import mttr_figure
+
+POLICY_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "incidents": int,
+    "lost_victims": int,
+    "partial_preemptions": int,
+    "permanent_victim_failures": int,
+    "victims_per_incident": (int, float),
+    "utilisation": (int, float),
+}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("bench")
+    bench(out, scale=0.003, workers=1, passes=3, progress=False, seeds=1, sizes=(32,))
+    return json.loads((out / "hotswap.json").read_text(encoding="utf-8")), out
+
+
+def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]) -> None:
+    data, _ = report
+    assert set(data["scenarios"]) == {"steady_1x", "steady_3x", "storm_4_in_60s", "long_repairs"}
+    for name, block in data["scenarios"].items():
+        assert isinstance(block["params"], dict) and block["params"]["name"] == name
+        assert isinstance(block["seed"], int)
+        assert set(block["policies"]) == {"none", "scheduler", "reconciler"}
+        for stats in block["policies"].values():
+            for field, kind in POLICY_FIELDS.items():
+                assert isinstance(stats[field], kind), (name, field, stats[field])
+            assert set(stats["mttr_s"]) >= {"p50", "p95", "p99"}
+    (row,) = data["planner_scaling"]
+    assert row["slices"] == 32 and row["jobsets"] == 128
+    for field in ("p50_ms", "p99_ms", "peak_mb"):
+        assert isinstance(row[field], float) and row[field] > 0
+    assert {t["target"].split(" (")[0] for t in data["targets"]} >= {
+        "reconciler MTTR p50 <= 60 s",
+        "reconciler lost victims == 0",
+    }
+
+
+def test_the_plot_has_one_panel_per_scenario_titled_by_it(report: tuple[dict[str, Any], Path]) -> None:
+    data, out = report
+    assert (out / "mttr.png").stat().st_size > 10_000
+    titles = [ax.get_title() for ax in mttr_figure(data).axes]
+    assert titles == list(data["scenarios"])

@@ -60,8 +60,9 @@ def sweepable_fields(base: Scenario) -> dict[str, FieldInfo]:
     """Dotted paths a --param may name: every scalar of the scenario's models, and `classes.<name>.<field>`
     for each job class of `base`."""
     fields = {path: info for path, info in _leaves(Scenario, "") if path not in NOT_SWEPT}
-    for job_class in base.classes:
-        fields |= dict(_leaves(type(job_class), f"classes.{job_class.name}."))
+    for job_class in base.classes:  # by name, which therefore is not itself an axis
+        prefix = f"classes.{job_class.name}."
+        fields |= {path: info for path, info in _leaves(type(job_class), prefix) if path != f"{prefix}name"}
     return fields
 
 

@@ -60,6 +60,7 @@ def test_an_unknown_field_is_named_and_the_valid_ones_listed() -> None:
     fields = sweepable_fields(_small())
     assert {GRACE, "timing.pod_start_s", "failures.rate_multiplier", "classes.high.population"} <= set(fields)
     assert "seed" not in fields and "name" not in fields  # seeds are the --seeds axis
+    assert "classes.high.name" not in fields  # classes are addressed by name
     with pytest.raises(SweepError) as err:
         expand_grid(_small(), [("timing.pod_grace_s", ["30"])])
     message = str(err.value)

@@ -1,18 +1,21 @@
-"""CLI: `python -m hotswap.sim [run] ...` for a custom fleet, `python -m hotswap.sim bench --out DIR`."""
+"""CLI: `python -m hotswap.sim [run] ...` for a custom fleet, `python -m hotswap.sim bench --out DIR`,
+`python -m hotswap.sim sweep --scenario NAME --param FIELD=v1,v2 ...` for parameter sensitivity."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from hotswap.sim.bench import bench, table
+from hotswap.sim.bench import bench, seeds_for, table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
 from hotswap.sim.runner import POLICIES, run_one
-from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS
+from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
+from hotswap.sim.sweep import SweepError, parse_param, render, sweep
 
 
 def _job_class(text: str) -> JobClass:
@@ -58,7 +61,31 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument(
         "--seeds", type=int, default=DEFAULT_SEEDS, help=f"seeds per scenario, from --seed on (default {DEFAULT_SEEDS})"
     )
+    sw = sub.add_parser("sweep", help="one standard scenario over a grid of parameter values -> table, sweep.json")
+    sw.add_argument(
+        "--scenario", required=True, choices=[sc.name for sc in standard_scenarios()], help="standard scenario"
+    )
+    sw.add_argument(
+        "--param",
+        dest="params",
+        action="append",
+        required=True,
+        metavar="FIELD=v1,v2,...",
+        help="dotted scenario field and its values, e.g. timing.pod_termination_grace_s=30,60,120 (repeatable: "
+        "the grid is the Cartesian product)",
+    )
+    sw.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    sw.add_argument(
+        "--seeds", type=int, default=DEFAULT_SEEDS, help=f"seeds per point, from --seed on (default {DEFAULT_SEEDS})"
+    )
+    sw.add_argument("--scale", type=float, default=1.0, help="multiply the scenario horizon")
+    sw.add_argument("--workers", type=int, default=None, help="worker processes (default: number of CPUs)")
+    sw.add_argument("--out", type=Path, default=Path("build/bench/sweep.json"))
+    sw.add_argument("--markdown", action="store_true", help="print the table as markdown")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:] or ["run", "--help"])
+
+    if args.command == "sweep":
+        return _sweep(parser, args)
 
     if args.command == "bench":
         if args.seeds < 1:
@@ -104,15 +131,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.seeds < 1:
+        parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.scale <= 0:
+        parser.error(f"--scale must be > 0, got {args.scale}")
+    workers = args.workers if args.workers is not None else os.cpu_count() or 1
+    if workers < 1:
+        parser.error(f"--workers must be >= 1, got {workers}")
+    (base,) = (sc for sc in standard_scenarios(args.seed, args.scale) if sc.name == args.scenario)
+    try:
+        axes = [parse_param(text) for text in args.params]
+        report = sweep(base, axes, seeds_for(args.seed, args.seeds), workers)
+    except SweepError as exc:
+        parser.error(str(exc))
+    print(render(report, markdown=args.markdown))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, allow_nan=True) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
 def _ratios(summaries: dict[str, dict[str, object]]) -> dict[str, float]:
-    from hotswap.sim.bench import _ratio
+    from hotswap.sim.bench import ratio
 
     out: dict[str, float] = {}
     for base in ("none", "scheduler"):
         for q in ("p50", "p95", "p99"):
             r = summaries.get("reconciler", {}).get("mttr_s", {})
             o = summaries.get(base, {}).get("mttr_s", {})
-            out[f"reconciler/{base}_{q}"] = _ratio(
+            out[f"reconciler/{base}_{q}"] = ratio(
                 float(r.get(q, float("nan"))) if isinstance(r, dict) else float("nan"),
                 float(o.get(q, float("nan"))) if isinstance(o, dict) else float("nan"),
             )

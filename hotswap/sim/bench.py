@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -27,9 +27,10 @@ from hotswap.sim.simulator import RunResult
 
 SCALING_SIZES = (32, 256, 1024)
 QUANTILES = ("p50", "p95", "p99")
+K = TypeVar("K")
 
 
-def _ratio(a: float, b: float) -> float:
+def ratio(a: float, b: float) -> float:
     if math.isnan(a) or math.isnan(b) or b == 0:
         return math.nan
     return round(a / b, 3)
@@ -39,31 +40,40 @@ def seeds_for(seed: int, count: int) -> list[int]:
     return [seed + i for i in range(count)]
 
 
+def run_many(
+    runs: Sequence[tuple[K, Scenario, str]], workers: int, progress: bool = True, desc: str = "runs"
+) -> dict[K, RunResult]:
+    """Run (key, scenario, policy) triples, in worker processes when workers > 1, with a progress bar on stderr.
+    Results are keyed, so they do not depend on the number of workers or the completion order."""
+    results: dict[K, RunResult] = {}
+    bar = tqdm(total=len(runs), desc=desc, disable=not progress)
+    if workers <= 1:
+        for key, sc, policy in runs:
+            results[key] = run_one(sc, policy)
+            bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as executor:
+            # Longest first (the reconciler replans; long horizons) so the workers finish together.
+            ordered = sorted(runs, key=lambda r: -(r[1].horizon_h * (4 if r[2] == "reconciler" else 1)))
+            futures = {executor.submit(run_one, sc, policy): key for key, sc, policy in ordered}
+            for fut in as_completed(futures):
+                results[futures[fut]] = fut.result()
+                bar.update()
+    bar.close()
+    return results
+
+
 def run_scenarios(
     scenarios: list[Scenario], workers: int, progress: bool = True, seeds: list[int] | None = None
 ) -> dict[str, Any]:
     """Each scenario under each seed (default: its own seed only) and each policy."""
     runs = [
-        (sc.model_copy(update={"seed": s}), policy)
+        ((sc.name, s, policy), sc.model_copy(update={"seed": s}), policy)
         for sc in scenarios
         for s in (seeds or [sc.seed])
         for policy in POLICIES
     ]
-    results: dict[tuple[str, int, str], RunResult] = {}
-    bar = tqdm(total=len(runs), desc="scenarios x seeds x policies", disable=not progress)
-    if workers <= 1:
-        for sc, policy in runs:
-            results[(sc.name, sc.seed, policy)] = run_one(sc, policy)
-            bar.update()
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as executor:
-            # Longest first (the reconciler replans; long horizons) so the two workers finish together.
-            ordered = sorted(runs, key=lambda r: -(r[0].horizon_h * (4 if r[1] == "reconciler" else 1)))
-            futures = {executor.submit(run_one, sc, policy): (sc.name, sc.seed, policy) for sc, policy in ordered}
-            for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()
-                bar.update()
-    bar.close()
+    results = run_many(runs, workers, progress, desc="scenarios x seeds x policies")
     out: dict[str, Any] = {}
     for sc in scenarios:
         used = seeds or [sc.seed]
@@ -74,17 +84,17 @@ def run_scenarios(
             "seed": used[0],
             "seeds": used,
             "policies": policies,
-            "ratios": _ratios(policies, "mttr_s") | _ratios(policies, "mttr_lasting_s", "_lasting"),
+            "ratios": mttr_ratios(policies, "mttr_s") | mttr_ratios(policies, "mttr_lasting_s", "_lasting"),
             "per_seed": per_seed,
             "events": {policy: sum(results[(sc.name, s, policy)].events for s in used) for policy in POLICIES},
         }
     return out
 
 
-def _ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[str, float]:
+def mttr_ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[str, float]:
     r = policies["reconciler"][block]
     return {
-        f"reconciler/{base}_{q}{suffix}": _ratio(r[q], policies[base][block][q])
+        f"reconciler/{base}_{q}{suffix}": ratio(r[q], policies[base][block][q])
         for base in ("none", "scheduler")
         for q in QUANTILES
     }
@@ -94,14 +104,14 @@ def run_scaling(passes: int, sizes: tuple[int, ...] = SCALING_SIZES, progress: b
     return [measure(n, passes) for n in tqdm(sizes, desc="planner scaling", disable=not progress)]
 
 
-def _fmt(x: Any) -> str:
+def fmt(x: Any) -> str:
     if isinstance(x, float):
         return "n/a" if math.isnan(x) else f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
     return str(x)
 
 
 def _quantiles(block: dict[str, Any]) -> str:
-    return "/".join(_fmt(block[q]) for q in QUANTILES)
+    return "/".join(fmt(block[q]) for q in QUANTILES)
 
 
 def table(report: dict[str, Any]) -> str:
@@ -124,7 +134,7 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"\n== {name} ({len(seeds)} seeds from {seeds[0]}, {block['params']['horizon_h']:.0f} h each)")
         lines.append(f"{'policy':<11}" + "".join(f"{c:>{w}}" for (c, _), w in zip(cols, widths, strict=True)))
         for policy, stats in block["policies"].items():
-            cells = "".join(f"{_fmt(get(stats)):>{w}}" for (_, get), w in zip(cols, widths, strict=True))
+            cells = "".join(f"{fmt(get(stats)):>{w}}" for (_, get), w in zip(cols, widths, strict=True))
             lines.append(f"{policy:<11}{cells}")
         ratios = block["ratios"]
         for suffix, label in (("", "all incidents"), ("_lasting", "lasting repair")):
@@ -132,9 +142,9 @@ def table(report: dict[str, Any]) -> str:
                 continue
             lines.append(
                 f"ratios ({label}): reconciler/none p50/p95/p99 "
-                + " ".join(_fmt(ratios[f"reconciler/none_{q}{suffix}"]) for q in QUANTILES)
+                + " ".join(fmt(ratios[f"reconciler/none_{q}{suffix}"]) for q in QUANTILES)
                 + "   reconciler/scheduler p50/p95/p99 "
-                + " ".join(_fmt(ratios[f"reconciler/scheduler_{q}{suffix}"]) for q in QUANTILES)
+                + " ".join(fmt(ratios[f"reconciler/scheduler_{q}{suffix}"]) for q in QUANTILES)
             )
         per_seed = block.get("per_seed", {})
         if len(per_seed) > 1:
@@ -190,22 +200,22 @@ def targets(report: dict[str, Any], spare_free: str = "steady_1x") -> list[dict[
             r, n, s = (block[p][kind]["p50"] for p in ("reconciler", "none", "scheduler"))
             add(
                 f"reconciler MTTR p50 <= 60 s ({spare_free}, {label})",
-                f"{_fmt(r)} s (in-place restart {_fmt(floor)} s)",
+                f"{fmt(r)} s (in-place restart {fmt(floor)} s)",
                 r <= 60,
             )
             add(
                 f"reconciler MTTR p50 <= 0.2 x none ({spare_free}, {label})",
-                f"{_fmt(r)} / {_fmt(n)} = {_fmt(_ratio(r, n))}",
+                f"{fmt(r)} / {fmt(n)} = {fmt(ratio(r, n))}",
                 r <= 0.2 * n,
             )
             add(
                 f"reconciler MTTR p50 <= scheduler ({spare_free}, {label})",
-                f"{_fmt(r)} vs {_fmt(s)} s",
+                f"{fmt(r)} vs {fmt(s)} s",
                 r <= s,
             )
     for name, block in scenarios.items():
         r, s = block["policies"]["reconciler"]["mttr_s"]["p95"], block["policies"]["scheduler"]["mttr_s"]["p95"]
-        add(f"reconciler MTTR p95 <= scheduler ({name})", f"{_fmt(r)} vs {_fmt(s)} s", r <= s)
+        add(f"reconciler MTTR p95 <= scheduler ({name})", f"{fmt(r)} vs {fmt(s)} s", r <= s)
     lost = sum(b["policies"]["reconciler"]["lost_victims"] for b in scenarios.values())
     partial = sum(b["policies"]["reconciler"]["partial_preemptions"] for b in scenarios.values())
     add("reconciler lost victims == 0 (all scenarios, all seeds)", str(lost), lost == 0)

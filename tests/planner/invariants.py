@@ -8,15 +8,25 @@ These recompute facts independently where practical instead of calling the plann
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 
-from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, decode_history
+from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, decode_history
 from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, ConditionStatus, PodPhase, Workload
+from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, Workload
 from hotswap.planner import plan as make_plan
-from hotswap.planner.actions import ClearOp, EventReason, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
+from hotswap.planner.actions import (
+    ClearOp,
+    EventReason,
+    FastFailPod,
+    HoldVictim,
+    Plan,
+    RecordOp,
+    ReleaseVictim,
+    make_op_id,
+)
 from hotswap.planner.simulate import apply_actions
-from hotswap.slices import SliceHealth, classify_slices, confirm_failures, slice_key
+from hotswap.slices import Slice, SliceHealth, classify_slices, confirm_failures, slice_key
 
 
 def _workload_index(snapshot: ClusterSnapshot) -> dict[str, Workload]:
@@ -229,8 +239,10 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             )
             others = occupants.get(pool, set()) - {h_js.key}
             inversion = inversion and mine and bool(others) and others <= victim_keys | held_after
-        if not inversion:
-            problems.append(f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice or a priority inversion")
+        if not inversion and not _starved(snapshot, plan, config, h_js, preemptor, op, slices, occupants, after):
+            problems.append(
+                f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice, a priority inversion or starvation"
+            )
 
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)
@@ -241,6 +253,101 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         if cleared is None or (keys.op not in cleared.annotations and clear.workload.key not in records):
             problems.append(f"clear of {clear.workload.key} which has no operation")
     return problems
+
+
+def _starved(
+    snapshot: ClusterSnapshot,
+    plan: Plan,
+    config: HotswapConfig,
+    js: JobSet,
+    wl: Workload,
+    op: OpRecord,
+    slices: Mapping[str, Slice],
+    occupants: Mapping[str, set[str]],
+    after: ClusterSnapshot,
+) -> bool:
+    """I8 is extended for starvation: in reconciler mode kube-scheduler never preempts TPU pods, so a JobSet Kueue
+    admitted can wait for slices lower-priority work occupies until waitForPodsReady evicts it. A new op may be
+    opened for it, under its own op id, when starvationGrace is not 0 and the JobSet runs in Kueue (admitted,
+    active, not evicted or finished, not suspended or held), is Kueue-managed with default exclusive placement
+    and default controller, not in a TAS ClusterQueue, a pod of its current attempt has had no node for
+    starvationGrace (since its creation, and its Workload's admission and PodsReady transitions), and the free
+    healthy slices no other op reserves do not cover what it lacks."""
+    keys = AnnotationKeys(config.annotation_domain)
+    grace = config.starvation_grace
+    if not grace or op.op_id != make_op_id(f"{js.uid}/starvation", js.restarts):
+        return False
+    conditions = {c.type: c for c in wl.conditions}
+    admitted = conditions.get("Admitted")
+    live = (
+        wl.active
+        and not js.suspended
+        and js.terminal_state is None
+        and keys.held_by not in wl.annotations
+        and admitted is not None
+        and admitted.status is ConditionStatus.TRUE
+        and all(conditions[k].status is not ConditionStatus.TRUE for k in ("Evicted", "Finished") if k in conditions)
+    )
+    movable = (
+        js.exclusive_topology == NODEPOOL_LABEL
+        and not js.node_selector_strategy
+        and js.managed_by in (None, "", "jobset.sigs.k8s.io/jobset-controller")
+    )
+    queue = next((q for q in snapshot.cluster_queues if q.name == wl.cluster_queue), None)
+    if not live or not movable or (queue is not None and queue.uses_tas):
+        return False
+    unbound = [
+        p
+        for p in snapshot.pods
+        if p.namespace == js.namespace
+        and p.jobset_name == js.name
+        and p.restart_attempt == js.restarts
+        and p.node_name is None
+        and not p.terminal
+        and p.deletion_timestamp is None
+    ]
+    if not unbound:
+        return False
+    created = [p.creation_timestamp for p in unbound if p.creation_timestamp is not None]
+    starts = [min(created)] if created else []
+    starts += [
+        c.last_transition_time
+        for c in wl.conditions
+        if c.type in ("QuotaReserved", "Admitted", "PodsReady") and c.last_transition_time is not None
+    ]
+    if not starts or plan.now - max(starts) < grace:
+        return False
+    # Free-slice guard: the slices nobody occupies and no other op reserves after the plan were free when the op
+    # was planned, and they must not have covered the deficit.
+    reserved_elsewhere = {
+        pool
+        for w in after.workloads
+        if w.key != wl.key
+        and keys.op in w.annotations
+        and (other := OpRecord.decode(w.annotations[keys.op])) is not None
+        for pool in other.reserved
+    }
+    free = [
+        pool
+        for pool, found in slices.items()
+        if found.health is SliceHealth.HEALTHY and not occupants.get(pool) and pool not in reserved_elsewhere
+    ]
+    for rj in js.replicated_jobs:
+        if rj.shape is None:
+            continue
+        shape = rj.shape
+        need = sum(r.replicas for r in js.replicated_jobs if r.shape == shape)
+        have = sum(
+            1
+            for pool, there in occupants.items()
+            if js.key in there
+            and (found := slices.get(pool)) is not None
+            and found.health is not SliceHealth.UNHEALTHY
+            and found.shape.matches(shape)
+        )
+        if need > have and sum(1 for pool in free if slices[pool].shape.matches(shape)) < need - have:
+            return True
+    return False
 
 
 def assert_invariants(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> None:

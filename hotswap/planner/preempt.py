@@ -188,7 +188,6 @@ def plan_preemptions(
             since=world.now,
             kept=kept,
         )
-        fenced: list[Unit] = []
         if existing is not None:
             op = _top_up(world, existing, op)
         # The fence ran in `advance_ops`, before these slices were reserved: it runs for them now, for a new op

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, decode_history
 from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, Workload
+from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, SliceShape, Workload
 from hotswap.planner import plan as make_plan
 from hotswap.planner.actions import (
     ClearOp,
@@ -255,28 +255,12 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     return problems
 
 
-def _starved(
-    snapshot: ClusterSnapshot,
-    plan: Plan,
-    config: HotswapConfig,
-    js: JobSet,
-    wl: Workload,
-    op: OpRecord,
-    slices: Mapping[str, Slice],
-    occupants: Mapping[str, set[str]],
-    after: ClusterSnapshot,
-) -> bool:
-    """I8 is extended for starvation: in reconciler mode kube-scheduler never preempts TPU pods, so a JobSet Kueue
-    admitted can wait for slices lower-priority work occupies until waitForPodsReady evicts it. A new op may be
-    opened for it, under its own op id, when starvationGrace is not 0 and the JobSet runs in Kueue (admitted,
-    active, not evicted or finished, not suspended or held), is Kueue-managed with default exclusive placement
-    and default controller, not in a TAS ClusterQueue, a pod of its current attempt has had no node for
-    starvationGrace (since its creation, and its Workload's admission and PodsReady transitions), and the free
-    healthy slices no other op reserves do not cover what it lacks."""
+def _waited(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig, js: JobSet, wl: Workload) -> bool:
+    """The JobSet may starve: it runs in Kueue (admitted, active, not evicted or finished, not suspended or held),
+    is Kueue-managed with default exclusive placement and default controller, not in a TAS ClusterQueue, and a pod
+    of its current attempt has had no node for starvationGrace (since its creation, and its Workload's admission
+    and PodsReady transitions)."""
     keys = AnnotationKeys(config.annotation_domain)
-    grace = config.starvation_grace
-    if not grace or op.op_id != make_op_id(f"{js.uid}/starvation", js.restarts):
-        return False
     conditions = {c.type: c for c in wl.conditions}
     admitted = conditions.get("Admitted")
     live = (
@@ -294,7 +278,7 @@ def _starved(
         and js.managed_by in (None, "", "jobset.sigs.k8s.io/jobset-controller")
     )
     queue = next((q for q in snapshot.cluster_queues if q.name == wl.cluster_queue), None)
-    if not live or not movable or (queue is not None and queue.uses_tas):
+    if not config.starvation_grace or not live or not movable or (queue is not None and queue.uses_tas):
         return False
     unbound = [
         p
@@ -315,10 +299,28 @@ def _starved(
         for c in wl.conditions
         if c.type in ("QuotaReserved", "Admitted", "PodsReady") and c.last_transition_time is not None
     ]
-    if not starts or plan.now - max(starts) < grace:
+    return bool(starts) and plan.now - max(starts) >= config.starvation_grace
+
+
+def _starved(
+    snapshot: ClusterSnapshot,
+    plan: Plan,
+    config: HotswapConfig,
+    js: JobSet,
+    wl: Workload,
+    op: OpRecord,
+    slices: Mapping[str, Slice],
+    occupants: Mapping[str, set[str]],
+    after: ClusterSnapshot,
+) -> bool:
+    """I8 is extended for starvation: in reconciler mode kube-scheduler never preempts TPU pods, so a JobSet Kueue
+    admitted can wait for slices lower-priority work occupies until waitForPodsReady evicts it. A new op may be
+    opened for it, under its own op id, when starvationGrace is not 0, the JobSet waited (`_waited`), and the free
+    healthy slices no other op reserves do not cover what it lacks, together with what other waiting JobSets of at
+    least its Kueue priority lack (free slices are left to those first)."""
+    keys = AnnotationKeys(config.annotation_domain)
+    if op.op_id != make_op_id(f"{js.uid}/starvation", js.restarts) or not _waited(snapshot, plan, config, js, wl):
         return False
-    # Free-slice guard: the slices nobody occupies and no other op reserves after the plan were free when the op
-    # was planned, and they must not have covered the deficit.
     reserved_elsewhere = {
         pool
         for w in after.workloads
@@ -332,20 +334,32 @@ def _starved(
         for pool, found in slices.items()
         if found.health is SliceHealth.HEALTHY and not occupants.get(pool) and pool not in reserved_elsewhere
     ]
-    for rj in js.replicated_jobs:
-        if rj.shape is None:
-            continue
-        shape = rj.shape
-        need = sum(r.replicas for r in js.replicated_jobs if r.shape == shape)
+    jobsets = {j.uid: j for j in snapshot.jobsets}
+    ahead = [
+        (other_js, w)
+        for w in snapshot.workloads
+        if w.key != wl.key
+        and (w.priority or 0) >= (wl.priority or 0)
+        and (other_js := jobsets.get(w.owner_jobset_uid or "")) is not None
+        and _waited(snapshot, plan, config, other_js, w)
+    ]
+
+    def lacking(job: JobSet, shape: SliceShape) -> int:
+        need = sum(r.replicas for r in job.replicated_jobs if r.shape is not None and r.shape.matches(shape))
         have = sum(
             1
             for pool, there in occupants.items()
-            if js.key in there
+            if job.key in there
             and (found := slices.get(pool)) is not None
             and found.health is not SliceHealth.UNHEALTHY
             and found.shape.matches(shape)
         )
-        if need > have and sum(1 for pool in free if slices[pool].shape.matches(shape)) < need - have:
+        return max(need - have, 0)
+
+    for shape in {rj.shape for rj in js.replicated_jobs if rj.shape is not None}:
+        own = lacking(js, shape)
+        others = sum(lacking(j, shape) for j, _ in ahead)
+        if own and sum(1 for pool in free if slices[pool].shape.matches(shape)) < own + others:
             return True
     return False
 

@@ -28,6 +28,8 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GO_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Below this every fresh admission would look starved before kube-scheduler had a chance to bind its pods.
+_MIN_STARVATION_GRACE = timedelta(seconds=5)
 
 
 def _parse_duration(value: Any) -> Any:
@@ -181,6 +183,15 @@ class HotswapConfig(BaseModel):
         "A slice priority inversion (lower-priority pods in the slice where a higher-priority JobSet cannot place "
         "its pods) is resolved only after it has lasted this long, so normal scheduling churn is not acted on.",
     )
+    starvation_grace: Duration = _duration(
+        timedelta(0),
+        timedelta(minutes=30),
+        timedelta(seconds=60),
+        "An admitted JobSet whose pods have stayed unbound this long because lower-priority JobSets occupy the "
+        "slices it needs (reconciler mode: kube-scheduler does not preempt TPU pods) takes whole slices from them "
+        "like an infra-disrupted one. 0 disables starvation preemption; otherwise at least 5s, and keep it well "
+        "below Kueue's waitForPodsReady timeout, or Kueue evicts the JobSet first.",
+    )
     fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
     eviction_timeout: Duration = _duration(
         timedelta(seconds=10),
@@ -274,6 +285,12 @@ class HotswapConfig(BaseModel):
                 f"confirmedUnhealthyGrace ({self.confirmed_unhealthy_grace}) must not exceed unhealthyGrace "
                 f"({self.unhealthy_grace}): a failure the workload confirmed is never waited on longer than an "
                 "unconfirmed one; lower confirmedUnhealthyGrace or raise unhealthyGrace"
+            )
+        if timedelta(0) < self.starvation_grace < _MIN_STARVATION_GRACE:
+            raise ValueError(
+                f"starvationGrace ({self.starvation_grace.total_seconds()}s) is shorter than kube-scheduler needs to "
+                f"bind freshly created pods; set it to 0 to disable starvation preemption or to at least "
+                f"{_MIN_STARVATION_GRACE.total_seconds():.0f}s"
             )
         if self.max_hold <= self.resync_period:
             raise ValueError("maxHold must be longer than resyncPeriod")

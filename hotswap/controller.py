@@ -393,6 +393,7 @@ class Controller:
                 self.metrics.ops.labels(result="aborted").inc()
                 self.recovery.finish(decision.op_id)
         self.metrics.held_workloads.set(plan.diagnostics.held_workloads)
+        self.metrics.starved_preemptors.set(plan.diagnostics.starved_preemptors)
 
 
 def vars_of(obj: object) -> dict[str, object]:

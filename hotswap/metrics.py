@@ -47,6 +47,11 @@ class Metrics:
             registry=r,
         )
         self.held_workloads = Gauge("hotswap_held_workloads", "Workloads currently held by the reconciler.", registry=r)
+        self.starved_preemptors = Gauge(
+            "hotswap_starved_preemptors",
+            "Admitted JobSets whose pods waited for a node past starvationGrace without free slices to bind on.",
+            registry=r,
+        )
         self.reconcile_duration = Histogram(
             "hotswap_reconcile_duration_seconds",
             "Duration of one reconcile pass (snapshot, plan, actuation).",

@@ -148,6 +148,8 @@ class Pod:
     disruption_reason: str | None = None
     """Reason of the `DisruptionTarget` condition when True, e.g. `DeletionByTaintManager`."""
     disruption_time: datetime | None = None
+    creation_timestamp: datetime | None = None
+    """`metadata.creationTimestamp`: an unbound pod has waited for a node since then (starvation)."""
 
     @property
     def terminal(self) -> bool:

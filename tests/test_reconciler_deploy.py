@@ -125,6 +125,7 @@ def test_given_image_is_used_and_unpinned_images_are_always_pulled() -> None:
     ("hotswap", "expected"),
     [
         ({"settings": {"unhealthyGrace": "soon"}}, "platform.hotswap.settings.unhealthyGrace"),
+        ({"settings": {"starvationGrace": "2s"}}, "starvationGrace (2.0s) is shorter than kube-scheduler needs"),
         (
             {"settings": {"leaderElection": {"leaseName": "x"}}},
             "platform.hotswap.settings.leaderElection: set by the package",

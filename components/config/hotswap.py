@@ -40,8 +40,8 @@ class HotswapSettings(ConfigModel):
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Reconciler tuning in its own schema (camelCase), e.g. `unhealthyGrace: 20s`, `maxHold: 6h`, "
-        "`inversionGrace: 15s`, `scope: Cohort`, `fastFail: {enabled: true}`; validated with the reconciler's own "
-        "model.",
+        "`inversionGrace: 15s`, `starvationGrace: 60s` (0 disables), `scope: Cohort`, `fastFail: {enabled: true}`; "
+        "validated with the reconciler's own model.",
     )
 
     @model_validator(mode="after")

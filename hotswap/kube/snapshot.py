@@ -189,6 +189,7 @@ def pod_from(obj: JsonObj, node_pools: Mapping[str, str] | None = None) -> Pod |
         deletion_timestamp=_time(meta.get("deletionTimestamp")),
         disruption_reason=disruption.reason or None if disruption else None,
         disruption_time=disruption.last_transition_time if disruption else None,
+        creation_timestamp=_time(meta.get("creationTimestamp")),
     )
 
 

@@ -1,7 +1,8 @@
 """The pure planning core: `plan(snapshot, now, config) -> Plan`, no I/O.
 
 One pass: index the snapshot, continue/finish/abort open operations, plan new operations for infra-disrupted
-preemptors (spares first, then minimal lower-priority victim sets), resolve slice priority inversions (lower-priority
+preemptors and then for starved ones (admitted, pods unbound past `starvationGrace`) (spares first, then minimal
+lower-priority victim sets), resolve slice priority inversions (lower-priority
 work in a higher-priority JobSet's slice), release held victims, and optionally
 fast-fail opted-in pods on unreachable nodes. Everything is recomputed from the snapshot; annotations carry
 the few facts that cannot be (who holds whom, since when).
@@ -28,6 +29,7 @@ from hotswap.planner.inversion import contested_inversions, find_inversions, res
 from hotswap.planner.ops import Ledger, advance_ops
 from hotswap.planner.preempt import disrupted_units, plan_preemptions
 from hotswap.planner.release import plan_releases
+from hotswap.planner.starvation import starved_units
 from hotswap.planner.wakeup import next_wakeup
 from hotswap.planner.world import World, build_world
 from hotswap.slices import UNREACHABLE_TAINT, SliceHealth
@@ -46,7 +48,8 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     contested = contested_inversions(world, ledger, inversions)
     resolvers = {uid: partial(resolve_contested, world, ledger, group) for uid, group in contested.items()}
     advance_ops(world, ledger, disrupted.keys(), resolvers)
-    blocked, planned, held = plan_preemptions(world, ledger, disrupted)
+    preempted = plan_preemptions(world, ledger, disrupted, starved_units(world, disrupted.keys()))
+    blocked, planned, held = preempted.blocked, preempted.planned, preempted.held
     # After infra preemption, which has first call on the victim budget; before releases, so the slices these
     # ops reserve are not handed to released victims.
     rest = [i for i in inversions if i.preemptor.uid not in contested]
@@ -67,6 +70,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             slices_suspect=health.count(SliceHealth.SUSPECT),
             slices_recovering=health.count(SliceHealth.RECOVERING),
             disrupted_preemptors=len(disrupted),
+            starved_preemptors=preempted.starved,
             ops_open=len(ledger.open_ops),
             ops_planned=planned,
             ops_blocked=len(blocked),

@@ -135,6 +135,9 @@ class Diagnostics:
     slices_suspect: int = 0
     slices_recovering: int = 0
     disrupted_preemptors: int = 0
+    starved_preemptors: int = 0
+    """Admitted JobSets whose pods waited for a node past `starvationGrace` and still lack slices no free slice
+    covers: preemptors of this pass besides the infra-disrupted ones."""
     ops_open: int = 0
     ops_planned: int = 0
     ops_blocked: int = 0

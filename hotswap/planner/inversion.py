@@ -184,6 +184,9 @@ def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: li
     """
     due: dict[str, list[Inversion]] = {}
     for found in inversions:
+        wl = found.preemptor.workload
+        if wl is not None and wl.key in ledger.claimed:
+            continue  # held this pass by an infra or starvation op: a victim never becomes a preemptor (I9)
         if _due(world, ledger, found):
             due.setdefault(found.preemptor.uid, []).append(found)
     held = 0

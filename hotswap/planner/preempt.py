@@ -1,15 +1,22 @@
-"""Plan new operations for disrupted preemptors: spare slices first, then minimal victim sets (B.5)."""
+"""Plan new operations for disrupted preemptors: spare slices first, then minimal victim sets (B.5).
+
+Infra-disrupted preemptors (I8) go first; starved ones (`starvation`: admitted, pods unbound past
+`starvationGrace`) follow in the same pass, sharing the victim budget and the victim index.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
-from hotswap.annotations import OpRecord
+from hotswap.annotations import OpRecord, format_time
 from hotswap.model import SliceShape
 from hotswap.planner.actions import Decision, EventReason, EventType, RecordOp, make_op_id
 from hotswap.planner.disruption import Disruption, deficit, infra_evidence
 from hotswap.planner.fence import fence, fresh_admissions
 from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
+from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from hotswap.planner.victims import VictimIndex, choose_victims
 from hotswap.planner.world import Unit, World
 from hotswap.slices import SliceHealth
@@ -56,8 +63,21 @@ def free_slices(world: World, ledger: Ledger) -> list[str]:
     ]
 
 
-def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disruption]) -> tuple[list[Blocked], int, int]:
-    """Returns (blocked preemptors, ops planned, victims held)."""
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """What `plan_preemptions` did: blocked preemptors (infra only: release must not take what they need),
+    ops planned, victims held, starved preemptors considered."""
+
+    blocked: list[Blocked]
+    planned: int
+    held: int
+    starved: int
+
+
+def plan_preemptions(
+    world: World, ledger: Ledger, disrupted: dict[str, Disruption], starved: Sequence[Starved] = ()
+) -> Planned:
+    """Plan ops for infra-disrupted preemptors, then for `starved` ones (`starved_units`), in one budget."""
     queue: list[tuple[Unit, Disruption]] = []
     for uid, evidence in disrupted.items():
         unit = world.units[uid]
@@ -79,6 +99,9 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             continue
         queue.append((unit, evidence))
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
+    # Starved preemptors after every infra one: infra failures have first call on the budget and the spares.
+    sources: list[tuple[Unit, datetime | None]] = [(u, None) for u, _ in queue]
+    sources += [(s.unit, s.since) for s in starved]
 
     # Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3) carry no op in the snapshot
     # yet; they are no victims either (I9), so they are excluded with the disrupted ones.
@@ -87,10 +110,23 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
     budget = world.config.max_victims_per_pass - ledger.added
     blocked: list[Blocked] = []
-    planned = held = 0
+    planned = held = considered = 0
+    fresh: list[Unit] | None = None  # the fence's candidates and held victims by preemptor, built on first need
+    held_for: dict[str, list[Unit]] = {}
 
-    for preemptor, _evidence in queue:
+    for preemptor, starving in sources:
         needs = deficit(world, preemptor, _booked(ledger, preemptor.uid))
+        if starving is not None:
+            wl = preemptor.workload
+            if not needs or wl is None or wl.key in ledger.claimed:
+                continue  # covered by an open op, or held this pass by another op (I9)
+            covering = covered_by(world, needs, spare)
+            if covering is not None:
+                # Enough free slices: kube-scheduler binds it there, holding work would only churn. They are
+                # booked for it, so a later preemptor does not reserve them and leave it short next pass (I11).
+                spare = [p for p in spare if p not in covering]
+                continue
+            considered += 1
         taken: list[str] = []
         remaining: dict[SliceShape, int] = {}
         for shape in sorted(needs, key=lambda s: (s.key, s.chips_per_host or 0)):
@@ -123,12 +159,18 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         if not reason and len(victims) > budget:
             reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
         if reason:
-            blocked.append(Blocked(preemptor, needs))
+            if starving is None:
+                blocked.append(Blocked(preemptor, needs))
+            elif not lower_occupants(world, preemptor, needs):
+                continue  # nothing lower to take: ordinary queueing behind equal or higher work, no warning
+            else:
+                reason = f"starved since {format_time(starving)}: {reason}"
             ledger.events.append(Decision(EventReason.BLOCKED, preemptor.jobset_ref(), reason, type=EventType.WARNING))
             continue
 
         existing = ledger.open_ops.get(preemptor.uid)
-        op_id = existing.op_id if existing is not None else make_op_id(preemptor.uid, preemptor.jobset.restarts)
+        trigger = preemptor.uid if starving is None else f"{preemptor.uid}/{STARVATION}"
+        op_id = existing.op_id if existing is not None else make_op_id(trigger, preemptor.jobset.restarts)
         all_freed = _freed(world, victims, ledger, taken)
         surplus.extend(p for p in all_freed if p not in assigned and p not in surplus)
         slices = tuple(sorted({*taken, *assigned}))
@@ -146,24 +188,43 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
             since=world.now,
             kept=kept,
         )
-        fenced: list[Unit] = []
         if existing is not None:
             op = _top_up(world, existing, op)
-            # The fence ran in `advance_ops`, before these slices were reserved: it runs for them now (I11).
-            held_for = [u for u in world.units.values() if u.held_by is not None and u.held_by.uid == preemptor.uid]
-            taken_keys = ledger.claimed | set(op.victims)
+        # The fence ran in `advance_ops`, before these slices were reserved: it runs for them now, for a new op
+        # too (a workload Kueue admitted at this very instant is fenced now, not by the next pass, I11).
+        if fresh is None:
             fresh = fresh_admissions(world)
-            fenced = fence(world, preemptor, op, fresh, held_for, disrupted.keys(), taken_keys, budget - len(victims))
-            op = replace(op, victims=tuple(sorted({*op.victims, *(u.workload.key for u in fenced if u.workload)})))
+            held_for = {}
+            for unit in world.units.values():
+                if unit.held_by is not None:
+                    held_for.setdefault(unit.held_by.uid, []).append(unit)
+        taken_keys = ledger.claimed | set(op.victims)
+        fence_args = (world, preemptor, op, fresh, held_for.get(preemptor.uid, ()), disrupted.keys(), taken_keys)
+        fenced = fence(*fence_args, budget - len(victims))
+        if budget - len(victims) <= len(fenced):
+            # The budget may have cut the fence short: say so, like any preemption left for the next pass.
+            left = len(fence(*fence_args, world.config.max_victims_per_pass)) - len(fenced)
+            if left > 0:
+                ledger.events.append(
+                    Decision(
+                        EventReason.BLOCKED,
+                        preemptor.jobset_ref(),
+                        f"admission fence: {left} fresh admission(s) left for the next pass (maxVictimsPerPass)",
+                        op_id,
+                        EventType.WARNING,
+                    )
+                )
+        op = replace(op, victims=tuple(sorted({*op.victims, *(u.workload.key for u in fenced if u.workload)})))
         ledger.claim(preemptor.uid, op)
         _record(ledger, record_action(world, preemptor, op))
         spare_text = f"{len(taken)} spare" if taken else "no spare"
+        trigger_text = "" if starving is None else f"trigger starvation: pods unbound since {format_time(starving)}; "
         ledger.events.append(
             Decision(
                 EventReason.PLANNED,
                 preemptor.jobset_ref(),
-                f"{'re-planned: ' if existing else ''}{spare_text} slice(s), {len(victims)} victim(s) for slices "
-                f"{', '.join(slices)}",
+                f"{'re-planned: ' if existing else ''}{trigger_text}{spare_text} slice(s), {len(victims)} victim(s) "
+                f"for slices {', '.join(slices)}",
                 op_id,
             )
         )
@@ -184,7 +245,7 @@ def plan_preemptions(world: World, ledger: Ledger, disrupted: dict[str, Disrupti
         budget -= len(victims) + len(fenced)
         planned += 1
         held += len(victims)
-    return blocked, planned, held
+    return Planned(blocked, planned, held, considered)
 
 
 def _booked(ledger: Ledger, uid: str) -> frozenset[str]:

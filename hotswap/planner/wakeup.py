@@ -12,6 +12,7 @@ from datetime import datetime
 
 from hotswap.annotations import is_true, parse_time
 from hotswap.planner.inversion import inversion_deadlines
+from hotswap.planner.starvation import starvation_deadlines
 from hotswap.planner.world import World, hold_since
 from hotswap.slices import SliceHealth, confirmation_deadline
 
@@ -60,6 +61,9 @@ def _deadlines(world: World) -> Iterator[datetime]:
                 # I12: the oldest hold leaving the window makes the Workload a possible victim again.
                 yield recent[len(recent) - config.max_holds_per_window] + config.hold_window
     yield from inversion_deadlines(world)  # inversionGrace: a slice priority inversion becomes due
+    # starvationGrace: an admitted JobSet's unbound pods make it a preemptor. Infra evidence is not checked here
+    # (it would cost a pass over every pod); a wake-up for an infra preemptor costs one idle pass.
+    yield from starvation_deadlines(world, frozenset())
 
 
 def next_wakeup(world: World) -> datetime | None:

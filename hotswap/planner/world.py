@@ -153,6 +153,9 @@ class World:
     """Workloads whose JobSet is not in the snapshot (deleted, or not a JobSet)."""
     slice_failures: dict[str, list[datetime | None]] = field(default_factory=dict)
     """Suspect slice → when JobSet pods failed on it (None: unknown); see `confirm_failures`."""
+    unbound: dict[str, datetime] = field(default_factory=dict)
+    """JobSet uid → since when its current attempt has had a pod without a node, for JobSets running in Kueue
+    (see `unbound_since`): how long they have waited for slices (starvation)."""
 
     def slice_of_pod(self, pod: Pod) -> str | None:
         if pod.node_name is None:
@@ -265,6 +268,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     pods_of: dict[Unit, list[Pod]] = {}
     occupied_by: dict[Unit, set[str]] = {}
     max_pod_priority: dict[str, int] = {}
+    waiting: set[Unit] = set()  # units with a pod not bound to a node
     for pod in snapshot.pods:
         in_namespace = by_key.get(pod.namespace)
         owner = in_namespace.get(pod.jobset_name) if in_namespace is not None else None
@@ -280,6 +284,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
                 if seen is None or priority > seen:
                     max_pod_priority[owner.uid] = priority
         node_name = pod.node_name
+        if node_name is None and owner is not None:
+            waiting.add(owner)
         if node_name is None or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
             continue
         pool = node_pool_of.get(node_name) or pod.node_pool
@@ -318,6 +324,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         unit = units[uid]
         unit.pod_priority = highest if unit.jobset.pod_priority is None else max(unit.pod_priority, highest)
 
+    unbound = {unit.uid: since for unit in waiting if (since := unbound_since(unit)) is not None}
+
     failures = _workload_failures(slices, units.values(), node_pool_of)
     if failures:
         slices = confirm_failures(slices, failures, now, config.unhealthy_grace, config.confirmed_unhealthy_grace)
@@ -339,7 +347,41 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         nodes=nodes,
         orphan_workloads=orphans,
         slice_failures=failures,
+        unbound=unbound,
     )
+
+
+def unbound_since(unit: Unit) -> datetime | None:
+    """Since when the unit, running in Kueue, has had a pod of its current attempt without a node; None if it
+    has none, or if the snapshot cannot bound the wait.
+
+    A pod never loses its node, so an unbound pod has waited since it was created. The latest of that, the
+    Workload's admission and its PodsReady transition (an attempt that failed restarts its pods) is used: each
+    bounds the wait from below, and a later start only delays acting.
+    """
+    if not unit.running_in_kueue:
+        return None
+    attempt = unit.jobset.restarts
+    created: list[datetime] = []
+    pending = False
+    for pod in unit.live_pods:
+        if pod.node_name is not None or pod.terminal or pod.deletion_timestamp is not None:
+            continue
+        if pod.restart_attempt != attempt:
+            continue
+        pending = True
+        if pod.creation_timestamp is not None:
+            created.append(pod.creation_timestamp)
+    if not pending:
+        return None
+    times = [min(created)] if created else []
+    wl = unit.workload
+    if wl is not None:
+        for kind in ("QuotaReserved", "Admitted", "PodsReady"):
+            found = find_condition(wl.conditions, kind)
+            if found is not None and found.last_transition_time is not None:
+                times.append(found.last_transition_time)
+    return max(times, default=None)
 
 
 def _workload_failures(

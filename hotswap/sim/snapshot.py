@@ -112,6 +112,7 @@ def _pod(pod: SimPod) -> Pod:
         deletion_timestamp=at(pod.deleted_at) if pod.deleted_at is not None else None,
         disruption_reason=pod.disruption,
         disruption_time=at(pod.disruption_at) if pod.disruption_at is not None else None,
+        creation_timestamp=at(pod.created),
     )
 
 

@@ -132,6 +132,7 @@ async def test_node_failure_holds_lower_priority_victim_then_releases_it(
         assert metrics.get_sample_value("hotswap_victims_total") == 1
         assert metrics.get_sample_value("hotswap_ops_total", {"result": "done"}) == 1
         assert metrics.get_sample_value("hotswap_held_workloads") == 0
+        assert metrics.get_sample_value("hotswap_starved_preemptors") == 0  # an infra op: nobody starved
         assert metrics.get_sample_value("hotswap_slices_freed_total") == 1
         assert metrics.get_sample_value("hotswap_failure_to_preemptor_ready_seconds_count") == 1
         assert metrics.get_sample_value("hotswap_detection_to_plan_seconds_count") == 1

@@ -85,6 +85,21 @@ def test_pod_labels_and_disruption() -> None:
     assert parsed.disruption_reason == "DeletionByTaintManager"
 
 
+def test_unbound_pod_keeps_its_creation_time_for_starvation() -> None:
+    js = with_uid(jobset("train", 1, "p10"), "js-1")
+    raw = with_uid(pod(js, "p0-1", index=0, host=0, attempt=0, priority=10), "pod-1")
+    raw["metadata"]["creationTimestamp"] = "2026-09-01T11:58:30Z"
+    raw["spec"].pop("nodeName", None)
+    raw["status"] = {"phase": "Pending"}
+    parsed = pod_from(raw, {})
+    assert parsed is not None
+    assert parsed.node_name is None and parsed.phase is PodPhase.PENDING
+    assert parsed.creation_timestamp == NOW - timedelta(seconds=90)
+    raw["metadata"]["creationTimestamp"] = "yesterday"
+    junk = pod_from(raw, {})
+    assert junk is not None and junk.creation_timestamp is None
+
+
 def test_cluster_queue_cohort_and_tas_detection() -> None:
     flavors = [{"metadata": {"name": "tas-v6e"}, "spec": {"topologyName": "gke"}}, {"metadata": {"name": "plain"}}]
     topologies = [

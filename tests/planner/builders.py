@@ -143,6 +143,10 @@ class PodBuilder:
         self._pod = replace(self._pod, deletion_timestamp=since)
         return self
 
+    def created(self, at: datetime) -> Self:
+        self._pod = replace(self._pod, creation_timestamp=at)
+        return self
+
     def disrupted(self, reason: str, at: datetime) -> Self:
         self._pod = replace(self._pod, disruption_reason=reason, disruption_time=at)
         return self
@@ -343,6 +347,21 @@ class Fleet:
                     .obj()
                 )
         return jobset
+
+    def wait(self, js: JobSet, since: datetime, pods: int | None = None) -> Self:
+        """Unbound leader pods of the JobSet's current attempt created at `since`, one per replica (`pods`)."""
+        count = sum(rj.replicas for rj in js.replicated_jobs) if pods is None else pods
+        rj = js.replicated_jobs[0].name
+        for index in range(count):
+            self.pods.append(
+                PodBuilder(js.namespace, f"{js.name}-{rj}-{index}-0-a{js.restarts}", js.name)
+                .job(rj, index)
+                .attempt(js.restarts)
+                .priority(js.pod_priority)
+                .created(since)
+                .obj()
+            )
+        return self
 
     def workload_of(self, js: JobSet) -> Workload:
         return next(w for w in self.workloads.values() if w.owner_jobset_uid == js.uid)

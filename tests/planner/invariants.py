@@ -8,15 +8,25 @@ These recompute facts independently where practical instead of calling the plann
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 
-from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, decode_history
+from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, decode_history
 from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, ConditionStatus, PodPhase, Workload
+from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, SliceShape, Workload
 from hotswap.planner import plan as make_plan
-from hotswap.planner.actions import ClearOp, EventReason, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
+from hotswap.planner.actions import (
+    ClearOp,
+    EventReason,
+    FastFailPod,
+    HoldVictim,
+    Plan,
+    RecordOp,
+    ReleaseVictim,
+    make_op_id,
+)
 from hotswap.planner.simulate import apply_actions
-from hotswap.slices import SliceHealth, classify_slices, confirm_failures, slice_key
+from hotswap.slices import Slice, SliceHealth, classify_slices, confirm_failures, slice_key
 
 
 def _workload_index(snapshot: ClusterSnapshot) -> dict[str, Workload]:
@@ -229,8 +239,10 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             )
             others = occupants.get(pool, set()) - {h_js.key}
             inversion = inversion and mine and bool(others) and others <= victim_keys | held_after
-        if not inversion:
-            problems.append(f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice or a priority inversion")
+        if not inversion and not _starved(snapshot, plan, config, h_js, preemptor, op, slices, occupants, after):
+            problems.append(
+                f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice, a priority inversion or starvation"
+            )
 
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)
@@ -241,6 +253,115 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         if cleared is None or (keys.op not in cleared.annotations and clear.workload.key not in records):
             problems.append(f"clear of {clear.workload.key} which has no operation")
     return problems
+
+
+def _waited(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig, js: JobSet, wl: Workload) -> bool:
+    """The JobSet may starve: it runs in Kueue (admitted, active, not evicted or finished, not suspended or held),
+    is Kueue-managed with default exclusive placement and default controller, not in a TAS ClusterQueue, and a pod
+    of its current attempt has had no node for starvationGrace (since its creation, and its Workload's admission
+    and PodsReady transitions)."""
+    keys = AnnotationKeys(config.annotation_domain)
+    conditions = {c.type: c for c in wl.conditions}
+    admitted = conditions.get("Admitted")
+    live = (
+        wl.active
+        and not js.suspended
+        and js.terminal_state is None
+        and keys.held_by not in wl.annotations
+        and admitted is not None
+        and admitted.status is ConditionStatus.TRUE
+        and all(conditions[k].status is not ConditionStatus.TRUE for k in ("Evicted", "Finished") if k in conditions)
+    )
+    movable = (
+        js.exclusive_topology == NODEPOOL_LABEL
+        and not js.node_selector_strategy
+        and js.managed_by in (None, "", "jobset.sigs.k8s.io/jobset-controller")
+    )
+    queue = next((q for q in snapshot.cluster_queues if q.name == wl.cluster_queue), None)
+    if not config.starvation_grace or not live or not movable or (queue is not None and queue.uses_tas):
+        return False
+    unbound = [
+        p
+        for p in snapshot.pods
+        if p.namespace == js.namespace
+        and p.jobset_name == js.name
+        and p.restart_attempt == js.restarts
+        and p.node_name is None
+        and not p.terminal
+        and p.deletion_timestamp is None
+    ]
+    if not unbound:
+        return False
+    created = [p.creation_timestamp for p in unbound if p.creation_timestamp is not None]
+    starts = [min(created)] if created else []
+    starts += [
+        c.last_transition_time
+        for c in wl.conditions
+        if c.type in ("QuotaReserved", "Admitted", "PodsReady") and c.last_transition_time is not None
+    ]
+    return bool(starts) and plan.now - max(starts) >= config.starvation_grace
+
+
+def _starved(
+    snapshot: ClusterSnapshot,
+    plan: Plan,
+    config: HotswapConfig,
+    js: JobSet,
+    wl: Workload,
+    op: OpRecord,
+    slices: Mapping[str, Slice],
+    occupants: Mapping[str, set[str]],
+    after: ClusterSnapshot,
+) -> bool:
+    """I8 is extended for starvation: in reconciler mode kube-scheduler never preempts TPU pods, so a JobSet Kueue
+    admitted can wait for slices lower-priority work occupies until waitForPodsReady evicts it. A new op may be
+    opened for it, under its own op id, when starvationGrace is not 0, the JobSet waited (`_waited`), and the free
+    healthy slices no other op reserves do not cover what it lacks, together with what other waiting JobSets of at
+    least its Kueue priority lack (free slices are left to those first)."""
+    keys = AnnotationKeys(config.annotation_domain)
+    if op.op_id != make_op_id(f"{js.uid}/starvation", js.restarts) or not _waited(snapshot, plan, config, js, wl):
+        return False
+    reserved_elsewhere = {
+        pool
+        for w in after.workloads
+        if w.key != wl.key
+        and keys.op in w.annotations
+        and (other := OpRecord.decode(w.annotations[keys.op])) is not None
+        for pool in other.reserved
+    }
+    free = [
+        pool
+        for pool, found in slices.items()
+        if found.health is SliceHealth.HEALTHY and not occupants.get(pool) and pool not in reserved_elsewhere
+    ]
+    jobsets = {j.uid: j for j in snapshot.jobsets}
+    ahead = [
+        (other_js, w)
+        for w in snapshot.workloads
+        if w.key != wl.key
+        and (w.priority or 0) >= (wl.priority or 0)
+        and (other_js := jobsets.get(w.owner_jobset_uid or "")) is not None
+        and _waited(snapshot, plan, config, other_js, w)
+    ]
+
+    def lacking(job: JobSet, shape: SliceShape) -> int:
+        need = sum(r.replicas for r in job.replicated_jobs if r.shape is not None and r.shape.matches(shape))
+        have = sum(
+            1
+            for pool, there in occupants.items()
+            if job.key in there
+            and (found := slices.get(pool)) is not None
+            and found.health is not SliceHealth.UNHEALTHY
+            and found.shape.matches(shape)
+        )
+        return max(need - have, 0)
+
+    for shape in {rj.shape for rj in js.replicated_jobs if rj.shape is not None}:
+        own = lacking(js, shape)
+        others = sum(lacking(j, shape) for j, _ in ahead)
+        if own and sum(1 for pool in free if slices[pool].shape.matches(shape)) < own + others:
+            return True
+    return False
 
 
 def assert_invariants(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> None:

@@ -47,6 +47,13 @@ def fleets(draw: st.DrawFn) -> ClusterSnapshot:
                 fleet.evict_pods(js, pool, T0 - ago)
             elif draw(st.booleans()):
                 fleet.depart_pods(js, pool, T0 - ago)
+    # Admitted JobSets whose leaders never bound: starvation preemptors once past starvationGrace.
+    for w in range(draw(st.integers(0, 2))):
+        priority = draw(st.sampled_from([10, 100, 500, 1000, 2000]))
+        queue = draw(st.sampled_from(["cq-a", "cq-b", "cq-c"]))
+        ago = timedelta(seconds=draw(st.sampled_from([0, 30, 60, 90, 900])))
+        js = JobSetBuilder("ml", f"wait{w}").replicated_job("w", draw(st.integers(1, 3)))
+        fleet.wait(fleet.run(js, [], priority, queue, admitted_at=T0 - ago), T0 - ago)
     return fleet.snapshot()
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from components.config.kueue import KueueSettings, duration_seconds
+from hotswap.config import HotswapConfig
 from hotswap.planner.actions import EventReason
 from hotswap.sim import kubescheduler
 from hotswap.sim.bench import restart_floor_s
@@ -266,3 +269,62 @@ def test_simulated_kueue_timings_are_the_ones_the_platform_deploys() -> None:
     assert timing.pods_ready_recovery_timeout_s == duration_seconds(deployed.recovery_timeout)
     assert timing.requeue_backoff_base_s == deployed.backoff_base_seconds
     assert timing.requeue_backoff_max_s == deployed.backoff_max_seconds
+
+
+def _starved(config: HotswapConfig) -> tuple[Simulator, Job, float]:
+    """3 slices, three 1-slice high JobSets and a queued low one. high-0's slice crashes for three hours; its infra
+    op is blocked (nothing lower runs) until waitForPodsReady evicts it, and the low JobSet admitted into its quota
+    takes the slice another high JobSet finishes on. Re-admitted without infra evidence (it is older than the
+    attribution window), high-0 waits for a slice the low JobSet physically holds: Kueue sees enough quota and
+    kube-scheduler does not preempt (preemptionPolicy Never). Returns the run, high-0 and when it was re-admitted."""
+    scenario = Scenario(
+        name="starved",
+        seed=7,
+        horizon_h=0.5,
+        fleet=Fleet(slices=3),
+        classes=(
+            JobClass(name="high", priority=2_000_000, slices=1, population=3, mean_duration_h=1e6),
+            JobClass(name="low", priority=1_000_000, slices=1, population=1, mean_duration_h=1e6),
+        ),
+        failures=Failures(slice_mtbf_h=1e9),
+    )
+    policy = ReconcilerPolicy(config)
+    sim = Simulator(scenario, policy)
+    sim.run()
+    sim.trace = []
+    policy.keep_plans = True
+    start = sim.now
+    high = next(j for j in sim.live if j.cls.name == "high")
+    broken = next(s for s in sim.slices if any(p is not None and p.job is high for p in s.hosts))
+    sim._fail_now(broken, 3 * HOUR, FailureKind.CRASH)
+    other = next(j for j in sim.live if j.cls.name == "high" and j is not high)
+    sim._submit = lambda cls: None  # type: ignore[method-assign,assignment,return-value]  # no replacements
+    # Between high-0's waitForPodsReady eviction and the end of its requeue backoff, while the low JobSet is admitted.
+    sim.loop.at(start + sim.timing.pods_ready_recovery_timeout_s + 30.0, lambda: sim._finish(other))
+    sim.loop.run(start + 4 * HOUR)
+    assert sim.trace is not None
+    readmitted = [t for t, what in sim.trace if what == f"kueue admits {high.name}"]
+    return sim, high, readmitted[0]
+
+
+def test_a_starved_high_jobset_takes_the_low_jobsets_slice_after_starvation_grace() -> None:
+    """Regression: without starvation preemption high-0 waited for the three-hour repair (waitForPodsReady evicted
+    it again and again); with it the low JobSet is held after starvationGrace and high-0 runs one termination grace
+    and restart later."""
+    stuck, high, _ = _starved(HotswapConfig(starvation_grace=timedelta(0)))
+    assert stuck.rec.mttr_high_s[0] > 2 * HOUR and stuck.rec.pods_ready_evictions >= 3 and stuck.rec.holds == 0
+
+    config = HotswapConfig()
+    sim, high, readmitted = _starved(config)
+    assert sim.trace is not None
+    running = next(t for t, what in sim.trace if what == f"{high.name} running (attempt 1)")
+    restart = restart_floor_s(sim.timing.model_dump())
+    assert running - readmitted <= config.starvation_grace.total_seconds() + restart + 5.0
+    assert sim.rec.pods_ready_evictions == 1 and sim.rec.holds == 1 and sim.lost_victims() == 0
+    policy = sim.policy
+    assert isinstance(policy, ReconcilerPolicy)
+    planned = [e.message for p in policy.plans for e in p.events if e.reason is EventReason.PLANNED]
+    assert len(planned) == 1 and "trigger starvation" in planned[0]
+    assert max(p.diagnostics.starved_preemptors for p in policy.plans) == 1
+    low = next(j for j in sim.live if j.cls.name == "low")
+    assert low.running  # released once the slice was repaired

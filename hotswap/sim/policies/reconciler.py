@@ -8,8 +8,9 @@ preemptionPolicy: Never, so kube-scheduler never preempts.
 
 Passes run on watch events (after `reconciler_reaction_s`), on the resync period and, like the controller, at
 the plan's `next_wakeup` plus the debounce (grace, stabilisation, attribution, maxHold, releaseSettle and
-fast-fail deadlines, computed by the planner). While nothing is unhealthy,
-recovering, held or in flight a pass has nothing to do and is skipped (tested in tests/sim).
+fast-fail and starvation deadlines, computed by the planner). While nothing is unhealthy,
+recovering, held, in flight or waiting for a node after admission a pass has nothing to do and is skipped
+(tested in tests/sim).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from hotswap.planner import plan
 from hotswap.planner.actions import Action, ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
 from hotswap.sim.engine import Handle
 from hotswap.sim.snapshot import at, build_snapshot, pod_uid, workload_uid
-from hotswap.sim.state import Job, JobState
+from hotswap.sim.state import Job, JobState, PodPhase
 
 if TYPE_CHECKING:
     from hotswap.sim.simulator import Simulator
@@ -58,7 +59,8 @@ class ReconcilerPolicy:
             self._request(self.sim.timing.reconciler_reaction_s)
 
     def busy(self) -> bool:
-        """Anything the planner could act on: unhealthy/recovering slices, holds, open operations, shared slices."""
+        """Anything the planner could act on: unhealthy/recovering slices, holds, open operations, shared slices,
+        admitted JobSets with unbound pods (starvation)."""
         sim = self.sim
         horizon = (
             self.config.unhealthy_grace + self.config.recovery_stabilization + self.config.attribution_window
@@ -70,7 +72,10 @@ class ReconcilerPolicy:
             return True  # a possible slice priority inversion (lower-priority pods in a higher JobSet's slice)
         keys = self._keys
         settle = self.config.release_settle
+        starvation = bool(self.config.starvation_grace)
         for j in sim.live:
+            if starvation and j.state is JobState.ADMITTED and any(p.phase is PodPhase.PENDING for p in j.pods):
+                return True  # the planner's wake-up then comes at the starvation deadline
             a = j.annotations
             if j.state is JobState.HELD or keys.held_by in a or keys.op in a:
                 return True

@@ -46,7 +46,8 @@ def fresh_admissions(world: World) -> list[Unit]:
     for unit in world.units.values():
         if not unit.running_in_kueue or unit.held_by is not None or unit.op is not None:
             continue
-        if admitted_at(unit) is not None and never_ran(unit):
+        # never_ran first: it rejects the running majority without reading conditions (every pass with a new op).
+        if never_ran(unit) and admitted_at(unit) is not None:
             found.append(unit)
     return sorted(found, key=lambda u: victim_order(u, world.now))
 

@@ -12,11 +12,12 @@ from hotswap.planner.actions import EventReason
 from hotswap.sim import kubescheduler
 from hotswap.sim.bench import restart_floor_s
 from hotswap.sim.engine import EventLoop
-from hotswap.sim.params import HOUR, FailureKind, Failures, Fleet, JobClass, Scenario, Timing
+from hotswap.sim.params import HOUR, FailureKind, JobClass, Scenario, Timing
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.simulator import Simulator
 from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
+from tests.sim.builders import NEVER, small, two_classes
 
 
 def test_events_run_in_time_then_insertion_order_and_cancel() -> None:
@@ -40,17 +41,7 @@ def test_events_run_in_time_then_insertion_order_and_cancel() -> None:
 
 
 def _small(seed: int = 3, horizon_h: float = 300.0) -> Scenario:
-    return Scenario(
-        name="small",
-        seed=seed,
-        horizon_h=horizon_h,
-        fleet=Fleet(slices=8),
-        classes=(
-            JobClass(name="high", priority=2_000_000, slices=2, population=1, mean_duration_h=50.0),
-            JobClass(name="low", priority=1_000_000, slices=1, population=8, mean_duration_h=6.0),
-        ),
-        failures=Failures(rate_multiplier=100.0),
-    )
+    return small(seed, horizon_h)
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))
@@ -76,17 +67,7 @@ def test_different_seeds_differ() -> None:
 def _handcrafted(policy: str) -> Simulator:
     """4 slices, one 2-slice high job and three 1-slice low jobs (no spare, one low queued); one of the high
     job's slices fails for an hour."""
-    scenario = Scenario(
-        name="handcrafted",
-        seed=11,
-        horizon_h=1.0,
-        fleet=Fleet(slices=4),
-        classes=(
-            JobClass(name="high", priority=2_000_000, slices=2, population=1, mean_duration_h=1e6),
-            JobClass(name="low", priority=1_000_000, slices=1, population=3, mean_duration_h=1e6),
-        ),
-        failures=Failures(slice_mtbf_h=1e9),
-    )
+    scenario = two_classes("handcrafted", 11, 1.0, 4, high=(2, 1, NEVER), low=(1, 3, NEVER))
     sim = Simulator(scenario, POLICIES[policy]())
     sim.run()
     sim.trace = []
@@ -211,17 +192,7 @@ def _leader_collision(policy: str) -> Simulator:
     """2 slices: a high and a low 1-slice JobSet. Both slices crash and heal inside detection (no infra
     evidence, so no op), the high one first: both restarted leaders bind in the one healed pool (exclusive
     placement only separates equal priorities) and, with preemptionPolicy Never, neither can place its followers."""
-    scenario = Scenario(
-        name="collision",
-        seed=5,
-        horizon_h=1.0,
-        fleet=Fleet(slices=2),
-        classes=(
-            JobClass(name="high", priority=2_000_000, slices=1, population=1, mean_duration_h=1e6),
-            JobClass(name="low", priority=1_000_000, slices=1, population=1, mean_duration_h=1e6),
-        ),
-        failures=Failures(slice_mtbf_h=1e9),
-    )
+    scenario = two_classes("collision", 5, 1.0, 2)
     policy_impl = POLICIES[policy]()
     sim = Simulator(scenario, policy_impl)
     sim.run()
@@ -277,17 +248,7 @@ def _starved(config: HotswapConfig) -> tuple[Simulator, Job, float]:
     takes the slice another high JobSet finishes on. Re-admitted without infra evidence (it is older than the
     attribution window), high-0 waits for a slice the low JobSet physically holds: Kueue sees enough quota and
     kube-scheduler does not preempt (preemptionPolicy Never). Returns the run, high-0 and when it was re-admitted."""
-    scenario = Scenario(
-        name="starved",
-        seed=7,
-        horizon_h=0.5,
-        fleet=Fleet(slices=3),
-        classes=(
-            JobClass(name="high", priority=2_000_000, slices=1, population=3, mean_duration_h=1e6),
-            JobClass(name="low", priority=1_000_000, slices=1, population=1, mean_duration_h=1e6),
-        ),
-        failures=Failures(slice_mtbf_h=1e9),
-    )
+    scenario = two_classes("starved", 7, 0.5, 3, high=(1, 3, NEVER))
     policy = ReconcilerPolicy(config)
     sim = Simulator(scenario, policy)
     sim.run()

@@ -9,26 +9,16 @@ from typing import Any
 import pytest
 
 from hotswap.sim.__main__ import main
-from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
+from hotswap.sim.params import Scenario
 from hotswap.sim.runner import POLICIES
 from hotswap.sim.sweep import SweepError, expand_grid, parse_param, render, sweep, sweepable_fields, table_rows
+from tests.sim.builders import small
 
 GRACE = "timing.pod_termination_grace_s"
 
 
 def _small(horizon_h: float = 80.0) -> Scenario:
-    """A high failure rate on a small fleet: a few lasting repairs of the high JobSet in seconds of run time."""
-    return Scenario(
-        name="small",
-        seed=3,
-        horizon_h=horizon_h,
-        fleet=Fleet(slices=8),
-        classes=(
-            JobClass(name="high", priority=2_000_000, slices=2, population=1, mean_duration_h=50.0),
-            JobClass(name="low", priority=1_000_000, slices=1, population=8, mean_duration_h=6.0),
-        ),
-        failures=Failures(rate_multiplier=100.0),
-    )
+    return small(horizon_h=horizon_h)
 
 
 def test_the_grid_is_the_product_of_the_axes_first_axis_slowest() -> None:

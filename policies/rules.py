@@ -446,9 +446,12 @@ def check_tpu_node_pool_placement(props: Mapping[str, Any], name: str, cfg: Conf
     placement = mapping(dig(props, "placementPolicy"))
     topology = str(dig(placement, "tpuTopology", default=""))
     per_host, chips = chips_per_host(machine), topology_chips(topology)
+    per_zone_max = as_number(dig(props, "autoscaling", "maxNodeCount"))
+    zones = dig(props, "nodeLocations", default=[])
     node_count = (
         as_number(dig(props, "nodeCount"))
         or as_number(dig(props, "autoscaling", "totalMaxNodeCount"))
+        or (per_zone_max * max(1, len(zones) if isinstance(zones, list) else 1) if per_zone_max else None)
         or as_number(dig(props, "initialNodeCount"))
         or 1.0
     )

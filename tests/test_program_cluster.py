@@ -67,7 +67,8 @@ def test_every_tpu_pool_matches_the_v6e_table(any_stack_run: ProgramRun) -> None
         group = groups[inputs["nodeConfig"]["labels"]["gke-tpu-priority.io/pool-group"]]
         shape = tpu_shapes.resolve_shape(group["topology"], group.get("machineType"))
         assert inputs["nodeConfig"]["machineType"] == shape.machine_type
-        count = inputs.get("nodeCount", inputs.get("autoscaling", {}).get("totalMaxNodeCount"))
+        autoscaling = inputs.get("autoscaling", {})
+        count = inputs.get("nodeCount", autoscaling.get("totalMaxNodeCount", autoscaling.get("maxNodeCount")))
         if shape.multi_host:
             assert inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": shape.topology}
             assert count == shape.vms
@@ -104,7 +105,33 @@ def test_every_pool_is_hardened_and_uses_the_dedicated_node_sa(any_stack_run: Pr
         assert node["imageType"] == "COS_CONTAINERD"
         assert pool.inputs["management"]["autoUpgrade"] is True
     roles = {r.inputs["role"] for r in of_type(any_stack_run, "gcp:projects/iAMMember:IAMMember")}
-    assert "roles/logging.logWriter" in roles and not any("owner" in r or "editor" in r for r in roles)
+    # GKE's documented minimum for node accounts, plus image pulls from the stack's Artifact Registry.
+    assert roles == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
+
+
+def test_the_bootstrap_default_pool_runs_as_the_node_sa_after_its_grants(any_stack_run: ProgramRun) -> None:
+    (account,) = of_type(any_stack_run, "gcp:serviceaccount/account:Account")
+    email = f"{account.inputs['accountId']}@{account.inputs['project']}.iam.gserviceaccount.com"
+    (cluster,) = of_type(any_stack_run, CLUSTER)
+    node = cluster.inputs["nodeConfig"]
+    assert node["serviceAccount"] == email  # never the Compute Engine default SA, even for the temporary pool
+    assert node["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+    assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+    grants = {r.urn for r in of_type(any_stack_run, "gcp:projects/iAMMember:IAMMember")}
+    assert grants and grants <= set(cluster.dependencies)
+
+
+def test_vulnerability_scanning_mode_is_not_the_retired_basic(any_stack_run: ProgramRun) -> None:
+    (cluster,) = of_type(any_stack_run, CLUSTER)
+    assert cluster.inputs["securityPostureConfig"] == {"mode": "BASIC", "vulnerabilityMode": "VULNERABILITY_DISABLED"}
+
+
+def test_scale_to_zero_pools_start_empty() -> None:
+    pools = [p.inputs for p in tpu_pools(stack_run("dev")) + tpu_pools(stack_run("prod")) if "autoscaling" in p.inputs]
+    assert {p["name"] for p in pools} >= {"dev-2x2", "dev-4x4-0", "spot-4x4-0"}
+    for pool in pools:
+        assert pool["initialNodeCount"] == 0, pool["name"]
+        assert "nodeCount" not in pool
 
 
 def test_production_protects_what_must_not_be_lost() -> None:
@@ -140,6 +167,8 @@ def test_kubernetes_provider_uses_exec_auth_and_a_stable_identifier(any_stack_ru
     kubeconfig = json.loads(unwrap_secrets(raw_kubeconfig))
     user = kubeconfig["users"][0]["user"]
     assert user["exec"]["command"] == "gke-gcloud-auth-plugin" and "token" not in user
+    # ADC by default: a CI runner with only Application Default Credentials has no gcloud account.
+    assert user["exec"]["args"] == ["--use_application_default_credentials"]
     assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://")
 
 
@@ -194,10 +223,21 @@ def test_children_are_parented_and_named_after_their_component(any_stack_run: Pr
             lambda ps: (
                 ps[0]["management"]["autoRepair"] is False
                 and ps[0]["nodeConfig"]["flexStart"] is True
-                and ps[0]["autoscaling"]["totalMaxNodeCount"] == 64
+                # Per-zone limits (the provider's TPU flex-start bug), the pool's single zone holding the slice.
+                and ps[0]["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 64, "locationPolicy": "ANY"}
+                and ps[0]["nodeLocations"] == ["us-east5-b"]
                 and ps[0]["initialNodeCount"] == 0
                 and "nodeCount" not in ps[0]
                 and ps[0]["nodeConfig"]["maxRunDuration"] == "86400s"
+            ),
+        ),
+        (
+            tpu_pool("flex", topology="2x2", slices=3, capacity={"mode": "flex-start"}),
+            lambda ps: (
+                len(ps) == 1
+                and ps[0]["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 3, "locationPolicy": "ANY"}
+                and ps[0]["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+                and "spot" not in ps[0]["nodeConfig"]
             ),
         ),
         (
@@ -209,6 +249,13 @@ def test_children_are_parented_and_named_after_their_component(any_stack_run: Pr
 def test_pool_variants(pool: dict[str, Any], check: Any) -> None:
     run = run_program("variant", stack_config(platform(pool)))
     assert check([p.inputs for p in tpu_pools(run)])
+
+
+def test_gcloud_credentials_are_an_explicit_choice() -> None:
+    run = run_program("gcloud-auth", stack_config(platform(cluster={"kubernetesAuth": "gcloud"})))
+    (provider,) = of_type(run, "pulumi:providers:kubernetes")
+    user = json.loads(unwrap_secrets(provider.inputs["kubeconfig"]))["users"][0]["user"]
+    assert user["exec"]["command"] == "gke-gcloud-auth-plugin" and "args" not in user["exec"]
 
 
 def test_invalid_config_stops_before_any_resource() -> None:

@@ -9,7 +9,13 @@ import pulumi_kubernetes as k8s
 from components.cluster.identity import build_node_service_account
 from components.cluster.kubeconfig import exec_kubeconfig
 from components.cluster.network import build_network
-from components.cluster.node_pools import PoolContext, build_system_pool, build_tpu_pool, tpu_pool_specs
+from components.cluster.node_pools import (
+    PoolContext,
+    bootstrap_node_config,
+    build_system_pool,
+    build_tpu_pool,
+    tpu_pool_specs,
+)
 from components.cluster.settings import control_plane_args, maintenance_args, observability_args
 from components.config import ControlPlaneAccess, parse_platform_config
 
@@ -51,9 +57,12 @@ class TpuCluster(pulumi.ComponentResource):
             "name": settings.name,
             "project": config.project,
             "location": config.region,
-            # Separate node pools have their own lifecycle; the default pool only bootstraps the cluster.
+            # Separate node pools have their own lifecycle; the default pool only bootstraps the cluster. It still
+            # boots VMs, so it runs as the platform's node account: without node_config GKE would use the Compute
+            # Engine default account, which hardened projects disable or delete (cluster creation then fails).
             "remove_default_node_pool": True,
             "initial_node_count": 1,
+            "node_config": bootstrap_node_config(self.node_service_account.email),
             "deletion_protection": config.deletion_protection,
             "release_channel": {"channel": settings.release_channel.value},
             "min_master_version": settings.min_master_version,
@@ -75,7 +84,10 @@ class TpuCluster(pulumi.ComponentResource):
                 "gcs_fuse_csi_driver_config": {"enabled": True},
                 "gce_persistent_disk_csi_driver_config": {"enabled": True},
             },
-            "security_posture_config": {"mode": "BASIC", "vulnerability_mode": "VULNERABILITY_BASIC"},
+            # VULNERABILITY_BASIC is retired ("no longer supported" in the GKE API; see GKE's posture-management
+            # deprecation) and VULNERABILITY_ENTERPRISE is deprecated with it, so scanning is explicitly off: image
+            # scanning belongs to Artifact Analysis on the registry. Explicit, so GKE never picks a retired default.
+            "security_posture_config": {"mode": "BASIC", "vulnerability_mode": "VULNERABILITY_DISABLED"},
             "resource_labels": {**config.labels, "gke-tpu-priority": "cluster"},
             **control_plane_args(config),
             **observability_args(),
@@ -86,7 +98,8 @@ class TpuCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=config.protect,
-                depends_on=list(network.resources),
+                # The bootstrap nodes register with the account's roles already granted.
+                depends_on=[*network.resources, *node_roles],
                 ignore_changes=["initialNodeCount", "nodeConfig"],
             ),
         )
@@ -106,7 +119,7 @@ class TpuCluster(pulumi.ComponentResource):
         self.endpoint = server
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.name, server, ca).apply(
-                lambda parts: exec_kubeconfig(str(parts[0]), str(parts[1]), parts[2])
+                lambda parts: exec_kubeconfig(str(parts[0]), str(parts[1]), parts[2], settings.kubernetes_auth)
             )
         )
         self.provider = k8s.Provider(

@@ -55,6 +55,17 @@ def _shielded() -> dict[str, bool]:
     return {"enable_secure_boot": True, "enable_integrity_monitoring": True}
 
 
+def bootstrap_node_config(service_account_email: pulumi.Input[str]) -> dict[str, Any]:
+    """node_config of the cluster's temporary default pool: the platform's node account, hardened like every pool."""
+    return {
+        "service_account": service_account_email,
+        "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+        "image_type": "COS_CONTAINERD",
+        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        "shielded_instance_config": _shielded(),
+    }
+
+
 def _reservation_affinity(group: TpuPoolGroup, project: str) -> dict[str, Any]:
     capacity = group.capacity
     if capacity.mode is CapacityMode.RESERVATION and capacity.reservation is not None:
@@ -123,14 +134,21 @@ def build_tpu_pool(ctx: PoolContext, spec: TpuPoolSpec) -> gcp.container.NodePoo
     }
     if shape.multi_host:
         args["placement_policy"] = {"type": "COMPACT", "tpu_topology": shape.topology}
-    if autoscaled:
-        # Multi-host slices scale atomically between 0 and the full slice, never partially.
+    if flex:
+        # Per-zone limits, not total_*: the provider mishandles total limits on TPU flex-start pools (Cluster
+        # Toolkit's gke-node-pool module works around the same bug this way). A pool has exactly one zone, so the
+        # per-zone maximum is the whole pool: the full slice, never part of it.
+        args["autoscaling"] = {"min_node_count": 0, "max_node_count": spec.node_count, "location_policy": "ANY"}
+        args["initial_node_count"] = 0
+    elif autoscaled:
+        # Multi-host slices scale atomically between 0 and the full slice, never partially; the pool starts empty
+        # so `pulumi up` neither pays for idle slices nor waits on a stockout.
         args["autoscaling"] = {
             "total_min_node_count": 0,
             "total_max_node_count": spec.node_count,
             "location_policy": "ANY",
         }
-        args["initial_node_count"] = 0 if flex else spec.node_count
+        args["initial_node_count"] = 0
     else:
         args["node_count"] = spec.node_count
     ignore = ["initialNodeCount"] + (["nodeCount"] if autoscaled else [])

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import Field, field_validator, model_validator
 
 from components import tpu_shapes
 from components.config.base import ConfigModel, problems_error
+from components.config.maintenance import availability_problem, parse_rfc3339
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
+# GKE versions features of this package need (GKE docs of each feature).
+JOBSET_MONITORING_MIN_VERSION = "1.32.1-gke.1357001"
+FLEX_START_TPU_MIN_VERSION = "1.33.0-gke.1712000"
+# Maintenance exclusion limits: at most 20 per cluster (pulumi-gcp / Terraform schema), at most three of scope
+# NO_UPGRADES, each at most 30 days (GKE maintenance exclusion docs; Cluster API provider GCP enforces the same).
+MAX_EXCLUSIONS = 20
+MAX_NO_UPGRADES_EXCLUSIONS = 3
+NO_UPGRADES_MAX_DAYS = 30
 
 
 def gke_version_key(version: str) -> tuple[int, int, int, int]:
@@ -20,6 +30,40 @@ def gke_version_key(version: str) -> tuple[int, int, int, int]:
         raise ValueError(f"{version!r} is not a GKE version (expected e.g. `1.33.2-gke.1043000`)")
     major, minor, patch, gke = match.groups()
     return int(major), int(minor), int(patch or 0), int(gke or 0)
+
+
+def gke_version_at_least(version: str, floor: str) -> bool:
+    """Whether `version` is `floor` or newer. A prefix such as `1.33` or `1.33.1` names GKE's newest release of
+    that line (that is how GKE resolves it), so it meets every floor within the line it names."""
+    match = _GKE_VERSION.match(version)
+    if not match:
+        raise ValueError(f"{version!r} is not a GKE version (expected e.g. `1.33.2-gke.1043000`)")
+    given = [int(p) for p in match.groups() if p is not None]
+    return tuple(given) >= gke_version_key(floor)[: len(given)]
+
+
+def gke_version_needs(flex_start_pools: list[int]) -> dict[str, str]:
+    """The GKE version each feature the stack uses needs; JOBSET monitoring is always on."""
+    needs = {"the JOBSET monitoring component": JOBSET_MONITORING_MIN_VERSION}
+    if flex_start_pools:
+        where = ", ".join(f"tpuPools[{i}]" for i in flex_start_pools)
+        needs[f"flex-start TPU capacity ({where})"] = FLEX_START_TPU_MIN_VERSION
+    return needs
+
+
+def version_floor_problems(min_master_version: str | None, needs: dict[str, str]) -> list[str]:
+    """`needs` maps a feature in use to the GKE version it requires; each floor above minMasterVersion is a problem.
+
+    Unset, minMasterVersion lets the release channel pick its default version, which is newer than every floor here.
+    """
+    if min_master_version is None or _GKE_VERSION.match(min_master_version) is None:
+        return []
+    return [
+        f".cluster.minMasterVersion: {min_master_version!r} is older than {floor}, which {feature} needs; "
+        f"set it to {floor} or newer (or leave it unset to get the release channel's default)"
+        for feature, floor in needs.items()
+        if not gke_version_at_least(min_master_version, floor)
+    ]
 
 
 def _cidr(value: str, field: str) -> str:
@@ -119,28 +163,103 @@ class MaintenanceExclusionScope(StrEnum):
 
 
 class MaintenanceExclusion(ConfigModel):
-    name: str = Field(description="Exclusion name, e.g. the training campaign it protects.")
+    name: str = Field(min_length=1, description="Exclusion name, e.g. the training campaign it protects.")
     start_time: str = Field(description="RFC 3339 start, e.g. `2027-01-10T00:00:00Z`.")
     end_time: str = Field(description="RFC 3339 end.")
     scope: MaintenanceExclusionScope = Field(
         default=MaintenanceExclusionScope.NO_MINOR_OR_NODE_UPGRADES,
-        description="What GKE may not do during the exclusion; node upgrades are what interrupt TPU training.",
+        description=(
+            "What GKE may not do during the exclusion; node upgrades are what interrupt TPU training. "
+            f"`NO_UPGRADES` may last at most {NO_UPGRADES_MAX_DAYS} days."
+        ),
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> MaintenanceExclusion:
+        problems = []
+        times: dict[str, datetime] = {}
+        for field, value in (("startTime", self.start_time), ("endTime", self.end_time)):
+            try:
+                times[field] = parse_rfc3339(value)
+            except ValueError as exc:
+                problems.append(f".{field}: {exc}")
+        if len(times) == 2:
+            length = times["endTime"] - times["startTime"]
+            if length <= timedelta(0):
+                problems.append(f".endTime: {self.end_time!r} is not after startTime {self.start_time!r}")
+            elif self.scope is MaintenanceExclusionScope.NO_UPGRADES and length > timedelta(days=NO_UPGRADES_MAX_DAYS):
+                problems.append(
+                    f".endTime: a NO_UPGRADES exclusion of {length.total_seconds() / 86400:g} days exceeds GKE's "
+                    f"{NO_UPGRADES_MAX_DAYS}; end it by "
+                    f"{(times['startTime'] + timedelta(days=NO_UPGRADES_MAX_DAYS)).strftime('%Y-%m-%dT%H:%M:%SZ')} "
+                    "or use scope NO_MINOR_OR_NODE_UPGRADES, which may run longer"
+                )
+        if problems:
+            raise problems_error(problems)
+        return self
 
 
 class Maintenance(ConfigModel):
     window_start: str = Field(
         default="2026-01-03T02:00:00Z",
-        description="RFC 3339 start of the first recurring maintenance window.",
+        description="RFC 3339 start (UTC) of the first recurring maintenance window.",
     )
     window_end: str = Field(default="2026-01-03T08:00:00Z", description="RFC 3339 end of that first window.")
     recurrence: str = Field(
         default="FREQ=WEEKLY;BYDAY=SA,SU",
-        description="RFC 5545 RRULE for the window; GKE upgrades nodes (and so interrupts TPU slices) only inside it.",
+        description=(
+            "RFC 5545 RRULE for the window, in UTC; GKE upgrades nodes (and so interrupts TPU slices) only inside it. "
+            "GKE requires 48 h of availability in every 32 days, counting blocks of 4 h or more."
+        ),
     )
     exclusions: list[MaintenanceExclusion] = Field(
-        default_factory=list, description="Periods with no upgrades, e.g. during a long training campaign."
+        default_factory=list,
+        max_length=MAX_EXCLUSIONS,
+        description=(
+            f"Periods with no upgrades, e.g. during a long training campaign; at most {MAX_EXCLUSIONS}, "
+            f"of which at most {MAX_NO_UPGRADES_EXCLUSIONS} `NO_UPGRADES`."
+        ),
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> Maintenance:
+        problems = []
+        parsed = True
+        for field, value in (("windowStart", self.window_start), ("windowEnd", self.window_end)):
+            try:
+                parse_rfc3339(value)
+            except ValueError as exc:
+                problems.append(f".{field}: {exc}")
+                parsed = False
+        if parsed:
+            try:
+                problem = availability_problem(self.window_start, self.window_end, self.recurrence)
+            except ValueError as exc:
+                problem = str(exc)
+            if problem is not None:
+                problems.append(f".recurrence: {problem}")
+        no_upgrades = [i for i, e in enumerate(self.exclusions) if e.scope is MaintenanceExclusionScope.NO_UPGRADES]
+        if len(no_upgrades) > MAX_NO_UPGRADES_EXCLUSIONS:
+            problems.append(
+                f".exclusions: {len(no_upgrades)} exclusions (indexes {no_upgrades}) have scope NO_UPGRADES; GKE "
+                f"allows {MAX_NO_UPGRADES_EXCLUSIONS}: merge them or use NO_MINOR_OR_NODE_UPGRADES"
+            )
+        seen: dict[str, int] = {}
+        for i, exclusion in enumerate(self.exclusions):
+            if exclusion.name in seen:
+                problems.append(
+                    f".exclusions[{i}].name: {exclusion.name!r} is already used by exclusions[{seen[exclusion.name]}]; "
+                    "GKE keys exclusions by name"
+                )
+            seen.setdefault(exclusion.name, i)
+        if problems:
+            raise problems_error(problems)
+        return self
+
+
+class KubernetesAuth(StrEnum):
+    ADC = "adc"
+    GCLOUD = "gcloud"
 
 
 class ClusterSettings(ConfigModel):
@@ -178,13 +297,21 @@ class ClusterSettings(ConfigModel):
         default=None, description="GKE deletion protection; defaults to the stack's `protect` setting."
     )
     maintenance: Maintenance = Field(default_factory=Maintenance, description="Maintenance window and exclusions.")
+    kubernetes_auth: KubernetesAuth = Field(
+        default=KubernetesAuth.ADC,
+        description=(
+            "Credentials the Kubernetes provider's gke-gcloud-auth-plugin uses: `adc` (Application Default "
+            "Credentials, the same identity pulumi-gcp uses; works on CI runners with only ADC or Workload Identity "
+            "Federation) or `gcloud` (the active `gcloud auth login` account)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSettings:
         problems = []
         if self.min_master_version is not None:
             try:
-                if gke_version_key(self.min_master_version) < gke_version_key(tpu_shapes.MIN_GKE_VERSION):
+                if not gke_version_at_least(self.min_master_version, tpu_shapes.MIN_GKE_VERSION):
                     problems.append(
                         f".minMasterVersion: {self.min_master_version!r} is too old for TPU v6e; "
                         f"use {tpu_shapes.MIN_GKE_VERSION} or newer"

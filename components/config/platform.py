@@ -7,14 +7,20 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from components.config.base import ConfigModel, problems_error
-from components.config.cluster import ClusterSettings, NetworkConfig, SystemPool
+from components.config.cluster import (
+    ClusterSettings,
+    NetworkConfig,
+    SystemPool,
+    gke_version_needs,
+    version_floor_problems,
+)
 from components.config.errors import ConfigError, format_validation_error
 from components.config.hotswap import HotswapSettings
 from components.config.kueue import JobSetSettings, KueueSettings
 from components.config.priorities import PriorityTier, default_tiers
 from components.config.queues import RESERVED_NAMESPACES, QueuesConfig
 from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
-from components.config.tpu import TpuPoolGroup
+from components.config.tpu import CapacityMode, TpuPoolGroup
 
 CONFIG_KEY = "platform"
 CONFIG_PATH = f"gke-tpu-priority:{CONFIG_KEY}"
@@ -104,6 +110,8 @@ class PlatformConfig(ConfigModel):
                     f".tpuPools[{i}].zone: {group.zone!r} is not in region {self.region!r}; "
                     f"use a zone like `{self.region}-b` that offers TPU v6e"
                 )
+        flex = [i for i, g in enumerate(self.tpu_pools) if g.capacity.mode is CapacityMode.FLEX_START]
+        problems += version_floor_problems(self.cluster.min_master_version, gke_version_needs(flex))
         problems += self._priority_problems()
         if not problems:
             problems += self._queue_problems()

@@ -15,6 +15,8 @@ POOL_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 MAX_POOL_NAME = 40
 # Node label set on every TPU node by the pool, so flavors can split a shape by capacity mode.
 CAPACITY_LABEL = "gke-tpu-priority.io/capacity"
+# Flex-start (Dynamic Workload Scheduler) provisions capacity for at most seven days (GKE, Cloud TPU flex-start docs).
+FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
 LABEL_KEY_PATTERN = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
@@ -58,7 +60,10 @@ class Capacity(ConfigModel):
     max_run_duration: str | None = Field(
         default=None,
         pattern=r"^\d+s$",
-        description="flex-start only: maximum VM run time, e.g. `604800s` (7 days); GKE's default when unset.",
+        description=(
+            "flex-start only: maximum VM run time in seconds, e.g. `86400s`; at most `604800s` (7 days, flex-start's "
+            "limit), GKE's default (7 days) when unset."
+        ),
     )
 
     @model_validator(mode="after")
@@ -73,6 +78,13 @@ class Capacity(ConfigModel):
             )
         if self.max_run_duration is not None and self.mode is not CapacityMode.FLEX_START:
             problems.append(".maxRunDuration: only valid with mode `flex-start`")
+        elif self.max_run_duration is not None:
+            seconds = int(self.max_run_duration.removesuffix("s"))
+            if not 0 < seconds <= FLEX_START_MAX_RUN_SECONDS:
+                problems.append(
+                    f".maxRunDuration: {self.max_run_duration!r} is outside flex-start's "
+                    f"1s..{FLEX_START_MAX_RUN_SECONDS}s; flex-start VMs run at most 7 days"
+                )
         if problems:
             raise problems_error(problems)
         return self

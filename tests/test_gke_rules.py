@@ -21,8 +21,8 @@ from components.config.maintenance import (
     worst_availability,
 )
 from tests.conftest import STACKS
-from tools.mock_runtime import load_stack_config
 from tests.platform_builders import platform, tpu_pool
+from tools.mock_runtime import load_stack_config
 
 
 def problems_of(raw: dict[str, Any]) -> list[str]:
@@ -171,9 +171,7 @@ def test_at_most_three_no_upgrades_exclusions() -> None:
 
 
 def test_at_most_twenty_exclusions_with_unique_names() -> None:
-    items = [
-        exclusion(f"x{i}", "2027-01-01T00:00:00Z", "2027-01-02T00:00:00Z", "NO_MINOR_UPGRADES") for i in range(21)
-    ]
+    items = [exclusion(f"x{i}", "2027-01-01T00:00:00Z", "2027-01-02T00:00:00Z", "NO_MINOR_UPGRADES") for i in range(21)]
     (problem,) = problems_of(platform(**with_exclusions(*items)))
     assert problem.startswith("platform.cluster.maintenance.exclusions: List should have at most 20 items")
     dup = [items[0], items[0]]

@@ -20,9 +20,10 @@ from components.config.maintenance import (
     parse_rule,
     worst_availability,
 )
+from policies.rules import evaluate_resources
 from tests.conftest import STACKS
-from tests.platform_builders import platform, tpu_pool
-from tools.mock_runtime import load_stack_config
+from tests.platform_builders import platform, stack_config, tpu_pool
+from tools.mock_runtime import load_stack_config, run_program
 
 
 def problems_of(raw: dict[str, Any]) -> list[str]:
@@ -248,3 +249,16 @@ def test_kubernetes_auth_defaults_to_adc_and_accepts_gcloud() -> None:
     assert cfg.cluster.kubernetes_auth is KubernetesAuth.GCLOUD
     (problem,) = problems_of(platform(cluster={"kubernetesAuth": "token"}))
     assert problem.startswith("platform.cluster.kubernetesAuth: Input should be 'adc' or 'gcloud'")
+
+
+def test_the_policy_pack_reads_flex_start_per_zone_limits() -> None:
+    run = run_program(
+        "flex", stack_config(platform(tpu_pool("flex", topology="4x8", slices=2, capacity={"mode": "flex-start"})))
+    )
+    resources = [
+        {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "inputs": r.inputs} for r in run.resources
+    ]
+    flex_pools = [r for r in resources if r["inputs"].get("name", "").startswith("flex-")]
+    assert len(flex_pools) == 2 and all(p["inputs"]["autoscaling"]["maxNodeCount"] == 8 for p in flex_pools)
+    blocking = [v for v in evaluate_resources(resources) if v.blocking and "flex-" in v.message]
+    assert not blocking, [v.message for v in blocking]

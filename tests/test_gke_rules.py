@@ -55,6 +55,7 @@ def test_one_six_hour_saturday_window_is_refused_with_what_it_gives_and_what_wou
         ("FREQ=DAILY", "2026-01-03T02:00:00Z", "2026-01-03T06:00:00Z"),  # 4 h blocks count
         ("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "2026-01-05T20:00:00Z", "2026-01-06T00:00:00Z"),
         ("FREQ=WEEKLY;INTERVAL=2;BYDAY=SA,SU", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z"),
+        ("FREQ=MONTHLY;BYMONTHDAY=1,8,15,22,29", "2026-01-01T00:00:00Z", "2026-01-01T12:00:00Z"),
     ],
 )
 def test_windows_gke_accepts(recurrence: str, start: str, end: str) -> None:
@@ -73,6 +74,9 @@ def test_windows_gke_accepts(recurrence: str, start: str, end: str) -> None:
         ("FREQ=WEEKLY;BYDAY=SA;COUNT=3", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "gives 0 h"),
         ("FREQ=WEEKLY;INTERVAL=2;BYDAY=SA", "2026-01-03T00:00:00Z", "2026-01-03T12:00:00Z", "gives 24 h"),
         ("FREQ=SOMETIMES", "2026-01-03T00:00:00Z", "2026-01-03T12:00:00Z", "is not an RFC 5545 RRULE"),
+        # GKE's API example (first weekend of every month): first Saturdays can be 35 days apart.
+        ("FREQ=MONTHLY;BYSETPOS=1;BYDAY=SA", "2026-01-03T00:00:00Z", "2026-01-05T00:00:00Z", "gives 0 h"),
+        ("FREQ=HOURLY", "2026-01-03T00:00:00Z", "2026-01-03T00:30:00Z", "GKE does not support FREQ=HOURLY"),
         ("FREQ=DAILY", "2026-01-03T08:00:00Z", "2026-01-03T02:00:00Z", "windowEnd must be after windowStart"),
     ],
 )

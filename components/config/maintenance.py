@@ -6,6 +6,7 @@ contiguous availability of at least 4 h (GKE docs, "Configure maintenance window
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,8 @@ MIN_CONTIGUOUS = timedelta(hours=4)
 # A year plus one rolling window covers every weekly/daily period and the month lengths of monthly rules.
 HORIZON = timedelta(days=366) + ROLLING_WINDOW
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+# GKE API, RecurringTimeWindow.recurrence: "The FREQ values of HOURLY, MINUTELY, and SECONDLY are not supported."
+UNSUPPORTED_FREQ = frozenset({"HOURLY", "MINUTELY", "SECONDLY"})
 
 
 def parse_rfc3339(value: str) -> datetime:
@@ -33,6 +36,12 @@ def parse_rfc3339(value: str) -> datetime:
 
 
 def parse_rule(recurrence: str, start: datetime) -> rrule:
+    freq = re.search(r"FREQ=([A-Z]+)", recurrence.upper())
+    if freq is not None and freq.group(1) in UNSUPPORTED_FREQ:
+        raise ValueError(
+            f"{recurrence!r}: GKE does not support FREQ={freq.group(1)} (only DAILY, WEEKLY, MONTHLY recurrences); "
+            "e.g. `FREQ=WEEKLY;BYDAY=SA,SU`"
+        )
     try:
         rule = rrulestr(recurrence, dtstart=start)
     except (ValueError, TypeError) as exc:

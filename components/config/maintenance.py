@@ -39,7 +39,7 @@ def parse_rule(recurrence: str, start: datetime) -> rrule:
     freq = re.search(r"FREQ=([A-Z]+)", recurrence.upper())
     if freq is not None and freq.group(1) in UNSUPPORTED_FREQ:
         raise ValueError(
-            f"{recurrence!r}: GKE does not support FREQ={freq.group(1)} (only DAILY, WEEKLY, MONTHLY recurrences); "
+            f"{recurrence!r}: GKE does not support FREQ={freq.group(1)} (use DAILY, WEEKLY or MONTHLY); "
             "e.g. `FREQ=WEEKLY;BYDAY=SA,SU`"
         )
     try:

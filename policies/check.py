@@ -18,8 +18,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from .rules import OBJECT_RULES, PICTURE_RULES, Rule
-from .rules.base import KubeObject, manifest_object
+from .rules import OBJECT_RULES, PICTURE_RULES
+from .rules.base import KubeObject, Rule, manifest_object
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_INVALID = 0, 1, 2
 YAML_SUFFIXES = (".yaml", ".yml")

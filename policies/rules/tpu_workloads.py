@@ -62,11 +62,14 @@ SHAPE_HINT = ", ".join(
 def shape_vms() -> dict[str, int]:
     """``accelerator|topology|instance-type|chips per pod`` -> VMs (pods) per slice, for every fitting pod.
 
-    The instance type is empty when the pod does not select one (then any machine type of the topology fits).
+    The instance type is empty when the pod does not select one, which only topologies with one layout allow.
     """
     table: dict[str, int] = {}
     for shape in v6e.SHAPES:
-        for machine in ("", shape.machine_type):
+        # A topology with two layouts (2x4: one 8-chip VM or two 4-chip VMs) needs the instance type selected,
+        # or pods of one layout can land on nodes of the other.
+        unambiguous = len(v6e.shapes_for(shape.topology)) == 1
+        for machine in ("", shape.machine_type) if unambiguous else (shape.machine_type,):
             table[f"{v6e.ACCELERATOR}|{shape.topology}|{machine}|{shape.chips_per_vm}"] = shape.vms
     return table
 
@@ -446,8 +449,8 @@ def check_v6e_shape(obj: KubeObject, cfg: Config) -> Iterator[str]:
             yield (
                 f"TPU {obj.ref} {where} pods (accelerator '{accelerator}', topology '{topology}'"
                 f"{f', {machine}' if machine else ''}, {chips} {TPU_RESOURCE}) fit no v6e slice; select "
-                f"{TPU_ACCELERATOR_LABEL}: {v6e.ACCELERATOR} and a {TPU_TOPOLOGY_LABEL}, and request the chips of one "
-                f"VM of it ({SHAPE_HINT})."
+                f"{TPU_ACCELERATOR_LABEL}: {v6e.ACCELERATOR} and a {TPU_TOPOLOGY_LABEL} (2x4 also "
+                f"{INSTANCE_TYPE_LABEL}), and request the chips of one VM of it ({SHAPE_HINT})."
             )
             continue
         if obj.kind == "Pod":
@@ -473,7 +476,8 @@ def v6e_shape_cel(context: AdmissionContext) -> list[CelValidation]:
             message=f"TPU pods must select a v6e slice and request the chips of one VM of it ({SHAPE_HINT}).",
             message_expression=(
                 f"'TPU ' + variables.ref + ' pods fit no v6e slice; select {TPU_ACCELERATOR_LABEL}: {v6e.ACCELERATOR} "
-                f"and a {TPU_TOPOLOGY_LABEL}, and request the chips of one VM of it in {TPU_RESOURCE} ({SHAPE_HINT}).'"
+                f"and a {TPU_TOPOLOGY_LABEL} (2x4 also {INSTANCE_TYPE_LABEL}), and request the chips of one VM of "
+                f"it in {TPU_RESOURCE} ({SHAPE_HINT}).'"
             ),
         ),
         CelValidation(

@@ -147,7 +147,11 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
         edit(jobset("2x2", 4, 1), lambda o: o["metadata"].pop("annotations")),
         set(),
     ),
-    ("good-jobset-2x4-one-8-chip-vm", edit(jobset("2x4", 8, 1), lambda o: o["metadata"].pop("annotations")), set()),
+    (
+        "good-jobset-2x4-one-8-chip-vm",
+        edit(jobset("2x4", 8, 1, "ct6e-standard-8t"), lambda o: o["metadata"].pop("annotations")),
+        set(),
+    ),
     ("good-jobset-2x4-two-vms", jobset("2x4", 4, 2, "ct6e-standard-4t"), set()),
     (
         "good-jobset-exclusive-on-replicated-job",
@@ -227,7 +231,7 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ),
     (
         "2x4-two-vms-without-exclusive",
-        edit(jobset("2x4", 4, 2), lambda o: o["metadata"].pop("annotations")),
+        edit(jobset("2x4", 4, 2, "ct6e-standard-4t"), lambda o: o["metadata"].pop("annotations")),
         {"jobset-v1alpha2-tpu-multi-host-exclusive-topology"},
     ),
     (
@@ -244,6 +248,7 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ("chips-not-a-whole-number", jobset(chips="4000m"), {"tpu-workload-fits-v6e-shape"}),
     ("machine-type-does-not-fit", jobset("2x4", 4, 2, "ct6e-standard-8t"), {"tpu-workload-fits-v6e-shape"}),
     ("not-a-v6e-topology", jobset("3x3"), {"tpu-workload-fits-v6e-shape"}),
+    ("2x4-without-instance-type", jobset("2x4", 4, 2), {"tpu-workload-fits-v6e-shape"}),
     (
         "no-accelerator-selector",
         edit(job(), lambda o: o["spec"]["template"]["spec"].pop("nodeSelector")),

@@ -34,3 +34,21 @@ def test_every_tpu_workload_rule_has_an_in_cluster_form() -> None:
     workload = {r.name for r in rules.RULES if r.family == "TPU workloads"}
     assert workload == {r.name for r in rules.ADMISSION_RULES}
     assert len(workload) == 6
+
+
+def test_the_pack_loads_the_way_the_policy_host_loads_it() -> None:
+    """Only policies/ on the path, rules/ a top-level package: nothing from components/ or policies.* is imported."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pack_dir = Path(rules.__file__).resolve().parents[1]
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import rules; "
+        "print(len(rules.ALL), sorted({m.split('.')[0] for m in sys.modules} & {'components', 'policies'}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", script, str(pack_dir)], capture_output=True, text=True, check=False, cwd=pack_dir
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{len(rules.RULES)} []"

@@ -4,6 +4,7 @@ from typing import Any, TypedDict
 
 import pulumi
 
+from components.admission import TpuAdmissionPolicy, TpuAdmissionPolicyArgs
 from components.cluster import TpuCluster, TpuClusterArgs
 from components.config import parse_platform_config
 from components.kueue import KueueJobSet, KueueJobSetArgs
@@ -48,6 +49,18 @@ class TpuPlatform(pulumi.ComponentResource):
         after_kueue = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[self.kueue]))
         self.priorities = PriorityTiers(f"{name}-priorities", PriorityTiersArgs(platform=raw), after_kueue)
         self.queues = TpuQueues(f"{name}-queues", TpuQueuesArgs(platform=raw), after_kueue)
+        # After the JobSet CRD it matches, and the tiers and queues its CEL names.
+        self.admission = (
+            TpuAdmissionPolicy(
+                f"{name}-admission",
+                TpuAdmissionPolicyArgs(platform=raw),
+                pulumi.ResourceOptions.merge(
+                    in_cluster, pulumi.ResourceOptions(depends_on=[self.kueue, self.priorities, self.queues])
+                ),
+            )
+            if self.config.admission_policy.enabled
+            else None
+        )
         self.reconciler = (
             HotswapReconciler(f"{name}-hotswap", HotswapReconcilerArgs(platform=raw), after_kueue)
             if self.config.hotswap.enabled

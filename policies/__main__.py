@@ -1,13 +1,15 @@
 """Entry point the Pulumi policy host runs: `pulumi preview --policy-pack policies/`.
 
-Only builds the pack; every policy lives in rules.py so tests can import it (PolicyPack serves forever).
+Only builds the pack; the rules live in the rules/ package (rules/pack.py makes them policies) so tests can import
+them (PolicyPack serves forever).
 """
 
 import importlib
 
 from pulumi_policy import EnforcementLevel, PolicyPack
 
-# The policy host runs this file with policies/ first on sys.path, so rules.py is a top-level module.
+# The policy host runs this file with policies/ first on sys.path, so rules/ is a top-level package (its modules
+# import each other relatively, so a published pack works whatever its directory is called).
 rules = importlib.import_module("rules")
 
 PolicyPack(

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from components.config.admission import AdmissionPolicySettings
 from components.config.base import ConfigModel, problems_error
 from components.config.cluster import (
     ClusterSettings,
@@ -57,6 +58,9 @@ class PlatformConfig(ConfigModel):
     )
     queues: QueuesConfig = Field(default_factory=QueuesConfig, description="Kueue flavors, cohorts and queues.")
     hotswap: HotswapSettings = Field(default_factory=HotswapSettings, description="The hotswap reconciler.")
+    admission_policy: AdmissionPolicySettings = Field(
+        default_factory=AdmissionPolicySettings, description="The admission policy for TPU workloads."
+    )
 
     @property
     def flavors(self) -> list[Flavor]:

@@ -94,7 +94,10 @@ def test_metadata() -> None:
         rules.KUEUE_REQUIRE_V1BETA2,
         rules.KUEUE_CLUSTER_QUEUE_SHAPE,
         rules.KUEUE_LOCAL_QUEUE_TARGETS_EXISTING_CLUSTER_QUEUE,
-        rules.JOBSET_TPU_CONVENTIONS,
+        rules.TPU_WORKLOAD_REQUIRE_QUEUE_NAME,
+        rules.TPU_WORKLOAD_QUEUE_DECLARED,
+        rules.JOBSET_EXCLUSIVE_TOPOLOGY,
+        rules.TPU_WORKLOAD_FITS_V6E_SHAPE,
     ):
         assert_policy_metadata(policy, EnforcementLevel.MANDATORY)
 
@@ -171,11 +174,23 @@ def test_local_queue_with_missing_cluster_queue_is_rejected() -> None:
     assert_no_violations(policy, stack_args(stack, {"externalClusterQueues": ["gpu-cq"]}))
 
 
-# ----- TPU JobSets -----
+# ----- TPU JobSets (the table in test_three_front_ends.py covers every rule; these pin the pack's messages) -----
+
+WORKLOAD_POLICIES = (
+    "TPU_WORKLOAD_REQUIRE_QUEUE_NAME",
+    "TPU_WORKLOAD_PRIORITY_MATCHES",
+    "JOBSET_EXCLUSIVE_TOPOLOGY",
+    "TPU_WORKLOAD_FITS_V6E_SHAPE",
+)
+
+
+def workload_messages(props: dict[str, Any]) -> list[str]:
+    args = resource_args(JOBSET_TYPE, props, name="llm")
+    return [m for name in WORKLOAD_POLICIES for m in run_policy(getattr(rules, name), args)]
 
 
 def test_compliant_tpu_jobset_passes() -> None:
-    assert_no_violations(rules.JOBSET_TPU_CONVENTIONS, resource_args(JOBSET_TYPE, jobset()))
+    assert workload_messages(jobset()) == []
 
 
 def test_non_tpu_jobset_is_not_checked() -> None:
@@ -184,14 +199,13 @@ def test_non_tpu_jobset_is_not_checked() -> None:
     pod = cpu["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod["nodeSelector"] = {}
     pod["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
-    assert_no_violations(rules.JOBSET_TPU_CONVENTIONS, resource_args(JOBSET_TYPE, cpu))
+    assert workload_messages(cpu) == []
 
 
 def test_tpu_detected_from_resources_alone() -> None:
     tpu = jobset()
-    tpu["metadata"]["annotations"] = {}
     tpu["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {}
-    assert_has_violation(rules.JOBSET_TPU_CONVENTIONS, resource_args(JOBSET_TYPE, tpu), "lacks annotation")
+    assert_has_violation(rules.TPU_WORKLOAD_FITS_V6E_SHAPE, resource_args(JOBSET_TYPE, tpu), "fit no v6e slice")
 
 
 @pytest.mark.parametrize(
@@ -203,11 +217,11 @@ def test_tpu_detected_from_resources_alone() -> None:
             {"alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"},
             "lacks annotation alpha.jobset.sigs.k8s.io/exclusive-topology: cloud.google.com/gke-nodepool",
         ),
-        (("metadata", "labels", "kueue.x-k8s.io/queue-name"), None, "lacks label kueue.x-k8s.io/queue-name"),
+        (("metadata", "labels", "kueue.x-k8s.io/queue-name"), None, "has no label kueue.x-k8s.io/queue-name"),
         (
             ("metadata", "labels", "kueue.x-k8s.io/priority-class"),
             None,
-            "has no kueue.x-k8s.io/priority-class label; set it to 'high-priority-job'",
+            "has no label kueue.x-k8s.io/priority-class; set it to 'high-priority-job'",
         ),
         (
             ("metadata", "labels", "kueue.x-k8s.io/priority-class"),
@@ -226,14 +240,15 @@ def test_tpu_jobset_mistakes_are_rejected(path: tuple[str, ...], value: Any, mes
         del target[path[-1]]
     else:
         target[path[-1]] = value
-    messages = assert_has_violation(rules.JOBSET_TPU_CONVENTIONS, resource_args(JOBSET_TYPE, props), message)
-    assert all("TPU JobSet 'llm'" in m for m in messages)
+    messages = workload_messages(props)
+    assert any(message in m for m in messages), messages
+    assert all("TPU JobSet team-a/llm" in m for m in messages)
 
 
 def test_pods_without_priority_class_are_rejected() -> None:
     props = jobset()
     del props["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["priorityClassName"]
-    messages = run_policy(rules.JOBSET_TPU_CONVENTIONS, resource_args(JOBSET_TYPE, props, name="llm"))
-    assert messages == [
-        "TPU JobSet 'llm' replicatedJobs[slice] pods have no priorityClassName; set one so hotswap preemption works."
+    assert workload_messages(props) == [
+        "TPU JobSet team-a/llm replicatedJobs[slice] pods have no priorityClassName; set it to 'high-priority-job', "
+        "the kueue.x-k8s.io/priority-class label."
     ]

@@ -1,0 +1,42 @@
+"""The one rule set of gke-tpu-priority, by family; the pack, the CLI and the admission policy are built from it.
+
+| module | family |
+|---|---|
+| ``priority_tiers`` | PriorityClass values, one lowest global default, PriorityClass <-> WorkloadPriorityClass |
+| ``kueue_objects`` | Kueue v1beta2, ClusterQueue shape, LocalQueues pointing at declared ClusterQueues |
+| ``tpu_workloads`` | JobSets/Jobs/Pods on TPU: queue, priority tier, exclusive slices, v6e shape (also in CEL) |
+| ``gke`` | TPU node pool placement, node identity and cluster hardening (Pulumi resources only) |
+| ``reconciler_hardening`` | restricted pod security, least-privilege RBAC |
+
+``base`` holds what they share (reading props and manifests, the rule types); ``v6e`` the slice shapes.
+Front ends: ``pack`` (Pulumi policies; needs pulumi_policy, so it is imported only on use),
+``policies.check`` (the CLI) and ``policies.admission`` (the ValidatingAdmissionPolicy).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import gke, kueue_objects, priority_tiers, reconciler_hardening, tpu_workloads
+from .base import GcpRule, ObjectRule, PictureRule, Rule
+
+RULES: tuple[Rule, ...] = (
+    *priority_tiers.RULES,
+    *kueue_objects.RULES,
+    *tpu_workloads.RULES,
+    *gke.RULES,
+    *reconciler_hardening.RULES,
+)
+OBJECT_RULES = tuple(r for r in RULES if isinstance(r, ObjectRule))
+PICTURE_RULES = tuple(r for r in RULES if isinstance(r, PictureRule))
+GCP_RULES = tuple(r for r in RULES if isinstance(r, GcpRule))
+ADMISSION_RULES = tuple(r for r in RULES if r.admission is not None)
+
+
+def __getattr__(name: str) -> Any:
+    # The Pulumi front end (ALL, evaluate_resources, the policy objects) loads pulumi_policy, which the CLI and
+    # the admission component do not need: import it on first use only.
+    if name.startswith("__") or name == "pack":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.pack"), name)

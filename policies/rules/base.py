@@ -1,0 +1,334 @@
+"""What every rule family shares: reading engine props and manifests, the objects rules look at, and the rule types.
+
+Nothing here imports pulumi_policy: the rule set is also loaded by the CLI and by the admission component,
+which do not need the policy SDK. Props are read the way the engine delivers them (camelCase names, numbers
+as floats, secrets wrapped) and manifests the way YAML gives them; both go through :func:`dig`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+Config = Mapping[str, Any]
+ConfigSchema = Mapping[str, Mapping[str, Any]]
+
+# --------------------------------------------------------------------------------------------------------
+# Property access
+
+
+PULUMI_SECRET_SIGNATURE = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+"""Key and value marking a secret in serialized Pulumi properties (what mocks capture)."""
+
+
+def unwrap_secret(value: Any) -> Any:
+    """The plaintext of a serialized secret, or ``value`` unchanged (shallow: unknowns stay untouched)."""
+    key, signature = PULUMI_SECRET_SIGNATURE
+    if isinstance(value, Mapping) and value.get(key) == signature:
+        return value.get("value")
+    return value
+
+
+def unwrap_secrets(value: Any) -> Any:
+    """Deep :func:`unwrap_secret`, for fully known data such as a ``resources.json`` dump."""
+    value = unwrap_secret(value)
+    if isinstance(value, Mapping):
+        return {k: unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(v) for v in value]
+    return value
+
+
+def dig(value: Any, *path: str | int, default: Any = None) -> Any:
+    """Follow keys/indexes through nested props, unwrapping secrets; ``default`` when anything is absent.
+
+    Only the values on the path are read, so an unknown value elsewhere (during preview) does not stop
+    the policy from running.
+    """
+    current = unwrap_secret(value)
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(current, list) or not -len(current) <= step < len(current):
+                return default
+            current = unwrap_secret(current[step])
+        else:
+            if not isinstance(current, Mapping) or step not in current:
+                return default
+            current = unwrap_secret(current[step])
+    return default if current is None else current
+
+
+def as_number(value: Any) -> float | None:
+    value = unwrap_secret(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def show_number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def items(value: Any) -> list[Any]:
+    value = unwrap_secret(value)
+    return [unwrap_secret(v) for v in value] if isinstance(value, list) else []
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    value = unwrap_secret(value)
+    return value if isinstance(value, Mapping) else {}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Kubernetes objects, from Pulumi resources or from YAML
+
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+JOBSET_GROUP = "jobset.x-k8s.io"
+CONFIG_GROUP_TYPES = frozenset({"kubernetes:yaml/v2:ConfigGroup", "kubernetes:yaml:ConfigGroup"})
+_K8S_TYPE = re.compile(r"^kubernetes:(?P<group>[^/:]+)/(?P<version>[^:]+):(?P<kind>\w+)$")
+
+
+@dataclass(frozen=True)
+class KubeObject:
+    """One Kubernetes manifest, from a resource of its own, a ConfigGroup's ``objs``/``yaml``, or a YAML file."""
+
+    api_version: str
+    kind: str
+    manifest: Mapping[str, Any]
+    source: str  # the Pulumi resource name or file the object came from, for messages
+
+    @property
+    def name(self) -> str:
+        return str(dig(self.manifest, "metadata", "name", default="") or "")
+
+    @property
+    def namespace(self) -> str:
+        return str(dig(self.manifest, "metadata", "namespace", default="") or "")
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def ref(self) -> str:
+        """``kind namespace/name`` (``kind name`` when cluster-scoped), as kubectl users know objects."""
+        where = f"{self.namespace}/{self.name or '?'}" if self.namespace else self.name or "?"
+        return f"{self.kind} {where}"
+
+    @property
+    def label(self) -> str:
+        """How messages name the object: ``ClusterQueue 'tpu-cq'`` plus the Pulumi resource if different."""
+        shown = f"{self.kind} '{self.name or '?'}'"
+        return shown if self.source in ("", self.name) else f"{shown} (Pulumi resource '{self.source}')"
+
+
+def kubernetes_objects(resource_type: str, props: Mapping[str, Any], resource_name: str = "") -> list[KubeObject]:
+    """The manifests a resource declares: itself for a Kubernetes kind, its objects for a ConfigGroup."""
+    if resource_type in CONFIG_GROUP_TYPES:
+        manifests = [m for m in items(dig(props, "objs")) if isinstance(m, Mapping)]
+        text = dig(props, "yaml")
+        for chunk in text if isinstance(text, list) else [text]:
+            if isinstance(chunk, str):
+                manifests += [d for d in yaml.safe_load_all(chunk) if isinstance(d, Mapping)]
+        return [manifest_object(m, resource_name) for m in manifests]
+    match = _K8S_TYPE.match(resource_type)
+    if not match:
+        return []
+    group = "" if match["group"] == "core" else match["group"]
+    default_api_version = f"{group}/{match['version']}" if group else match["version"]
+    api_version = str(dig(props, "apiVersion", default=default_api_version))
+    kind = str(dig(props, "kind", default=match["kind"]))
+    return [KubeObject(api_version, kind, props, resource_name)]
+
+
+def manifest_object(manifest: Mapping[str, Any], source: str = "") -> KubeObject:
+    return KubeObject(
+        str(dig(manifest, "apiVersion", default="")), str(dig(manifest, "kind", default="")), manifest, source
+    )
+
+
+def unique_objects(objects: Iterable[KubeObject]) -> list[KubeObject]:
+    """Objects once per (group, kind, namespace, name): a ConfigGroup's objs and its children may both appear."""
+    seen: dict[tuple[str, str, str, str], KubeObject] = {}
+    for obj in objects:
+        seen.setdefault((obj.group, obj.kind, obj.namespace, obj.name), obj)
+    return list(seen.values())
+
+
+def of_kind(objects: Iterable[KubeObject], kind: str, group: str | None = None) -> list[KubeObject]:
+    return [o for o in objects if o.kind == kind and (group is None or o.group == group)]
+
+
+def pod_templates(obj: KubeObject) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(where, pod template) pairs of a JobSet, a workload with a pod template, or a Pod (itself)."""
+    if obj.kind == "JobSet":
+        for index, job in enumerate(items(dig(obj.manifest, "spec", "replicatedJobs"))):
+            where = f"replicatedJobs[{dig(job, 'name', default=index)}]"
+            yield where, mapping(dig(job, "template", "spec", "template"))
+    elif obj.kind in ("Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"):
+        yield "template", mapping(dig(obj.manifest, "spec", "template"))
+    elif obj.kind == "Pod":
+        yield "pod", obj.manifest
+
+
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+TPU_RESOURCE = "google.com/tpu"
+
+
+def pod_targets_tpu(template: Mapping[str, Any]) -> bool:
+    """True when a pod asks for TPU nodes (accelerator selector) or TPU chips (resources)."""
+    spec = mapping(dig(template, "spec"))
+    if TPU_ACCELERATOR_LABEL in mapping(dig(spec, "nodeSelector")):
+        return True
+    for container in items(dig(spec, "containers")) + items(dig(spec, "initContainers")):
+        resources = mapping(dig(container, "resources"))
+        if any(TPU_RESOURCE in mapping(dig(resources, part)) for part in ("limits", "requests")):
+            return True
+    return False
+
+
+def targets_tpu(obj: KubeObject) -> bool:
+    """True when any of the object's pods targets TPU (see :func:`pod_targets_tpu`)."""
+    return any(pod_targets_tpu(template) for _, template in pod_templates(obj))
+
+
+def controller_owned(obj: KubeObject) -> bool:
+    """True for objects a controller made (a JobSet's Jobs, a Job's Pods): their owner is what gets checked."""
+    return any(dig(ref, "controller") is True for ref in items(dig(obj.manifest, "metadata", "ownerReferences")))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Rules: one convention each; front ends (pack, CLI, admission policy) are built from these
+
+
+Level = Literal["mandatory", "advisory"]
+Severity = Literal["high", "medium", "low"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A violation found by a whole-picture rule; ``subject`` is the object to change, when there is one."""
+
+    message: str
+    subject: KubeObject | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Common metadata: the name is the policy name in the pack and the rule name in CLI and admission reports."""
+
+    name: str
+    description: str
+    family: str
+    tags: tuple[str, ...]
+    config: ConfigSchema = field(default_factory=dict)
+    level: Level = "mandatory"
+    severity: Severity = "high"
+    admission: AdmissionCel | None = None
+    """The rule in CEL, for the in-cluster admission policy (None: the rule has no in-cluster form)."""
+
+    def defaults(self) -> dict[str, Any]:
+        return {key: spec["default"] for key, spec in self.config.items() if "default" in spec}
+
+    def effective_config(self, given: Config) -> dict[str, Any]:
+        """Schema defaults overlaid with the configured values (the engine fills defaults; other callers may not)."""
+        return {**self.defaults(), **given}
+
+
+ObjectCheck = Callable[[KubeObject, Config], Iterable[str]]
+PictureCheck = Callable[[Sequence[KubeObject], Config], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class ObjectRule(Rule):
+    """A rule about one Kubernetes object of ``kinds``, wherever it is declared (Pulumi resource or YAML)."""
+
+    kinds: frozenset[str] = frozenset()
+    check: ObjectCheck = lambda obj, cfg: ()
+
+    def findings(self, obj: KubeObject, cfg: Config) -> Iterator[str]:
+        if obj.kind in self.kinds:
+            yield from self.check(obj, self.effective_config(cfg))
+
+
+@dataclass(frozen=True)
+class PictureRule(Rule):
+    """A rule that needs every object given together (declared tiers, queues, ClusterQueues)."""
+
+    check: PictureCheck = lambda objects, cfg: ()
+
+    def findings(self, objects: Sequence[KubeObject], cfg: Config) -> Iterator[Finding]:
+        yield from self.check(unique_objects(objects), self.effective_config(cfg))
+
+
+@dataclass(frozen=True)
+class GcpResource:
+    """What a GCP rule reads: the resource's input props, its name and the stack it belongs to."""
+
+    props: Mapping[str, Any]
+    name: str
+    urn: str = ""
+    stack_tags: Mapping[str, str] = field(default_factory=dict)
+
+
+GcpCheck = Callable[[GcpResource, Config], Iterable[str]]
+
+
+@dataclass(frozen=True)
+class GcpRule(Rule):
+    """A rule about one GCP resource type's inputs; only the Pulumi pack sees these (no Kubernetes object)."""
+
+    resource_type: str = ""
+    check: GcpCheck = lambda resource, cfg: ()
+
+    def findings(self, resource: GcpResource, cfg: Config) -> Iterator[str]:
+        yield from self.check(resource, self.effective_config(cfg))
+
+
+def stack_name_from_urn(urn: str) -> str:
+    """``urn:pulumi:<stack>::<project>::...`` -> ``<stack>``."""
+    return urn.split("::", 1)[0].removeprefix("urn:pulumi:") if urn.startswith("urn:pulumi:") else ""
+
+
+# --------------------------------------------------------------------------------------------------------
+# What the admission front end needs from a rule that it can enforce in the cluster
+
+
+@dataclass(frozen=True)
+class AdmissionContext:
+    """What the stack declares, for rules whose in-cluster form needs the whole picture (as CEL literals)."""
+
+    tiers: tuple[str, ...]
+    local_queues: Mapping[str, tuple[str, ...]]  # namespace -> LocalQueue names
+    exclusive_topology_key: str = "cloud.google.com/gke-nodepool"
+
+
+@dataclass(frozen=True)
+class CelValidation:
+    """One ``spec.validations`` entry of a ValidatingAdmissionPolicy: refuse when ``expression`` is false."""
+
+    expression: str
+    message: str
+    message_expression: str
+
+
+AdmissionCel = Callable[[AdmissionContext], Sequence[CelValidation]]
+
+
+def cel_string(value: str) -> str:
+    """A CEL string literal (single-quoted; JSON escapes are valid CEL escapes)."""
+    import json
+
+    return "'" + json.dumps(value)[1:-1].replace("'", "\\'") + "'"
+
+
+def cel_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(cel_string(v) for v in values) + "]"

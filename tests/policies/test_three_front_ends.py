@@ -1,0 +1,377 @@
+"""One table of good and bad TPU workloads through all three front ends: the Pulumi pack, the CLI and the
+in-cluster admission policy (its CEL evaluated offline). They must refuse the same objects for the same rules.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from policies import rules
+from policies.admission import AdmissionSettings, validating_admission_policy, validating_admission_policy_binding
+from policies.check import check_objects
+from policies.rules.base import AdmissionContext, manifest_object
+from tests.policies.admission_cel import Outcome, evaluate
+from tests.support.crd_validation import assert_valid
+from tests.support.kube_schemas import assert_valid_builtin
+
+TIERS = {"training-high": 2_000_000, "training-low": 1_000_000}
+NAMESPACE, QUEUE = "team-a", "training"
+WORKLOAD_RULES = {r.name for r in rules.ADMISSION_RULES}
+
+PLATFORM: list[dict[str, Any]] = [
+    *(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+        for n, v in TIERS.items()
+    ),
+    *(
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": n}, "value": v}
+        for n, v in TIERS.items()
+    ),
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "tpu-training"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["google.com/tpu"],
+                    "flavors": [{"name": "v6e", "resources": [{"name": "google.com/tpu", "nominalQuota": 64}]}],
+                }
+            ],
+        },
+    },
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": QUEUE, "namespace": NAMESPACE},
+        "spec": {"clusterQueue": "tpu-training"},
+    },
+]
+SETTINGS = AdmissionSettings(
+    AdmissionContext(tiers=tuple(TIERS), local_queues={NAMESPACE: (QUEUE,)}),
+    controller_namespaces=("kueue-system", "jobset-system"),
+)
+POLICY = validating_admission_policy(SETTINGS)
+BINDING = validating_admission_policy_binding(SETTINGS)
+
+
+def pod_spec(topology: str = "4x4", chips: Any = "4", machine: str | None = None) -> dict[str, Any]:
+    selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice", "cloud.google.com/gke-tpu-topology": topology}
+    if machine:
+        selector["node.kubernetes.io/instance-type"] = machine
+    return {
+        "priorityClassName": "training-high",
+        "nodeSelector": selector,
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "trainer:1",
+                "resources": {"limits": {"google.com/tpu": chips}, "requests": {"google.com/tpu": chips}},
+            }
+        ],
+    }
+
+
+def metadata(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": NAMESPACE,
+        "labels": {"kueue.x-k8s.io/queue-name": QUEUE, "kueue.x-k8s.io/priority-class": "training-high"},
+    }
+
+
+def jobset(topology: str = "4x4", chips: Any = 4, vms: int = 4, machine: str | None = None) -> dict[str, Any]:
+    meta = metadata("llm")
+    meta["annotations"] = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
+    job = {
+        "parallelism": vms,
+        "completions": vms,
+        "backoffLimit": 0,
+        "template": {"spec": pod_spec(topology, chips, machine)},
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": meta,
+        "spec": {"replicatedJobs": [{"name": "slice", "replicas": 2, "template": {"spec": job}}]},
+    }
+
+
+def job(topology: str = "2x2", chips: str = "4", vms: int = 1) -> dict[str, Any]:
+    spec = {"parallelism": vms, "completions": vms, "template": {"spec": pod_spec(topology, chips)}}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata("train"), "spec": spec}
+
+
+def pod(topology: str = "1x1", chips: str = "1") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata("probe"), "spec": pod_spec(topology, chips)}
+
+
+def edit(obj: dict[str, Any], change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    change(obj)
+    return obj
+
+
+def js_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def js_job(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj["spec"]["replicatedJobs"][0]["template"]["spec"]
+
+
+def owned_by(kind: str) -> Callable[[dict[str, Any]], Any]:
+    def change(obj: dict[str, Any]) -> None:
+        obj["metadata"] = {"name": "llm-slice-0", "namespace": NAMESPACE}  # what a controller copies: no labels
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": kind, "name": "owner", "uid": "0000", "controller": True}
+        ]
+
+    return change
+
+
+CPU_POD = {"containers": [{"name": "c", "image": "c:1", "resources": {"limits": {"cpu": "1"}}}]}
+
+# (id, object, rules it breaks)
+CASES: list[tuple[str, dict[str, Any], set[str]]] = [
+    ("good-jobset-4x4", jobset(), set()),
+    ("good-jobset-quantity-string", jobset(chips="4"), set()),
+    (
+        "good-jobset-2x2-single-host-needs-no-exclusive",
+        edit(jobset("2x2", 4, 1), lambda o: o["metadata"].pop("annotations")),
+        set(),
+    ),
+    (
+        "good-jobset-2x4-one-8-chip-vm",
+        edit(jobset("2x4", 8, 1, "ct6e-standard-8t"), lambda o: o["metadata"].pop("annotations")),
+        set(),
+    ),
+    ("good-jobset-2x4-two-vms", jobset("2x4", 4, 2, "ct6e-standard-4t"), set()),
+    (
+        "good-jobset-exclusive-on-replicated-job",
+        edit(
+            jobset(),
+            lambda o: (
+                o["metadata"].pop("annotations"),
+                o["spec"]["replicatedJobs"][0]["template"].update(
+                    metadata={
+                        "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
+                    }
+                ),
+            ),
+        ),
+        set(),
+    ),
+    (
+        "good-jobset-with-cpu-coordinator",
+        edit(
+            jobset(),
+            lambda o: o["spec"]["replicatedJobs"].append(
+                {
+                    "name": "coord",
+                    "replicas": 1,
+                    "template": {"spec": {"template": {"spec": {**CPU_POD, "priorityClassName": "training-high"}}}},
+                }
+            ),
+        ),
+        set(),
+    ),
+    ("good-job-2x2", job(), set()),
+    ("good-job-4x4", job("4x4", "4", 4), set()),
+    ("good-pod-1x1", pod(), set()),
+    ("skipped-cpu-jobset", edit(jobset(), lambda o: js_job(o)["template"].update(spec=CPU_POD)), set()),
+    ("skipped-job-made-by-jobset", edit(job("4x4", "4", 4), owned_by("JobSet")), set()),
+    ("skipped-pod-made-by-job", edit(pod("4x4", "4"), owned_by("Job")), set()),
+    (
+        "no-queue",
+        edit(jobset(), lambda o: o["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name")),
+        {"tpu-workload-require-queue-name"},
+    ),
+    (
+        "queue-not-declared",
+        edit(jobset(), lambda o: o["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "gpu"})),
+        {"tpu-workload-queue-declared"},
+    ),
+    (
+        "tier-not-declared",
+        edit(
+            jobset(),
+            lambda o: (
+                o["metadata"]["labels"].update({"kueue.x-k8s.io/priority-class": "urgent"}),
+                js_pod(o).update(priorityClassName="urgent"),
+            ),
+        ),
+        {"tpu-workload-priority-tier-declared"},
+    ),
+    (
+        "label-disagrees-with-pods",
+        edit(jobset(), lambda o: o["metadata"]["labels"].update({"kueue.x-k8s.io/priority-class": "training-low"})),
+        {"tpu-workload-priority-label-matches-pods"},
+    ),
+    (
+        "no-priority-label",
+        edit(pod(), lambda o: o["metadata"]["labels"].pop("kueue.x-k8s.io/priority-class")),
+        {"tpu-workload-priority-label-matches-pods"},
+    ),
+    (
+        "pods-without-priority",
+        edit(job(), lambda o: o["spec"]["template"]["spec"].pop("priorityClassName")),
+        {"tpu-workload-priority-label-matches-pods"},
+    ),
+    (
+        "multi-host-without-exclusive",
+        edit(jobset(), lambda o: o["metadata"].pop("annotations")),
+        {"jobset-v1alpha2-tpu-multi-host-exclusive-topology"},
+    ),
+    (
+        "2x4-two-vms-without-exclusive",
+        edit(jobset("2x4", 4, 2, "ct6e-standard-4t"), lambda o: o["metadata"].pop("annotations")),
+        {"jobset-v1alpha2-tpu-multi-host-exclusive-topology"},
+    ),
+    (
+        "exclusive-on-the-wrong-label",
+        edit(
+            jobset(),
+            lambda o: o["metadata"]["annotations"].update(
+                {"alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"}
+            ),
+        ),
+        {"jobset-v1alpha2-tpu-multi-host-exclusive-topology"},
+    ),
+    ("chips-not-one-vm", jobset(chips=8), {"tpu-workload-fits-v6e-shape"}),
+    ("chips-not-a-whole-number", jobset(chips="4000m"), {"tpu-workload-fits-v6e-shape"}),
+    ("machine-type-does-not-fit", jobset("2x4", 4, 2, "ct6e-standard-8t"), {"tpu-workload-fits-v6e-shape"}),
+    ("not-a-v6e-topology", jobset("3x3"), {"tpu-workload-fits-v6e-shape"}),
+    ("2x4-without-instance-type", jobset("2x4", 4, 2), {"tpu-workload-fits-v6e-shape"}),
+    (
+        "no-accelerator-selector",
+        edit(job(), lambda o: o["spec"]["template"]["spec"].pop("nodeSelector")),
+        {"tpu-workload-fits-v6e-shape"},
+    ),
+    ("parallelism-not-vms", edit(jobset(), lambda o: js_job(o).update(parallelism=2)), {"tpu-workload-fits-v6e-shape"}),
+    (
+        "completions-unset-on-multi-host",
+        edit(job("4x4", "4", 4), lambda o: o["spec"].pop("completions")),
+        {"tpu-workload-fits-v6e-shape"},
+    ),
+    ("pod-asks-too-many-chips", pod("2x2", "8"), {"tpu-workload-fits-v6e-shape"}),
+    (
+        "everything-wrong",
+        edit(jobset(chips=2), lambda o: (o["metadata"].update(labels={}), o["metadata"].pop("annotations"))),
+        {
+            "tpu-workload-require-queue-name",
+            "tpu-workload-priority-label-matches-pods",
+            "jobset-v1alpha2-tpu-multi-host-exclusive-topology",
+            "tpu-workload-fits-v6e-shape",
+        },
+    ),
+]
+
+
+def pack_rules(obj: dict[str, Any]) -> set[str]:
+    resources = []
+    for manifest in [*PLATFORM, obj]:
+        group_version = manifest["apiVersion"] if "/" in manifest["apiVersion"] else f"core/{manifest['apiVersion']}"
+        resource_type = f"kubernetes:{group_version}:{manifest['kind']}"
+        name = manifest["metadata"]["name"]
+        resources.append(
+            {
+                "urn": f"urn:pulumi:dev::p::{resource_type}::{name}",
+                "type": resource_type,
+                "name": name,
+                "inputs": manifest,
+            }
+        )
+    return {v.policy for v in rules.evaluate_resources(resources)}
+
+
+def cli_rules(obj: dict[str, Any]) -> set[str]:
+    return {r.rule for r in check_objects([manifest_object(m) for m in [*PLATFORM, obj]])}
+
+
+@pytest.mark.parametrize(("obj", "broken"), [pytest.param(o, b, id=i) for i, o, b in CASES])
+def test_pack_cli_and_admission_policy_agree(obj: dict[str, Any], broken: set[str]) -> None:
+    assert broken <= WORKLOAD_RULES
+    assert pack_rules(obj) == broken
+    assert cli_rules(obj) == broken
+    outcome = evaluate(POLICY, BINDING, obj)
+    assert outcome.rules == broken, outcome.failures
+    for message in outcome.failures:
+        assert message.startswith("[") and f" {obj['kind']} {obj['metadata']['namespace']}/" in message
+
+
+def test_the_table_covers_every_in_cluster_rule_and_kind() -> None:
+    assert set().union(*(b for _, _, b in CASES)) == WORKLOAD_RULES
+    assert {o["kind"] for _, o, b in CASES if b} == {"JobSet", "Job", "Pod"}
+
+
+def test_table_objects_are_valid_for_the_api_server() -> None:
+    for _, obj, _ in CASES:
+        if obj["kind"] == "JobSet":
+            assert_valid(obj)
+        else:
+            assert_valid_builtin(obj)
+
+
+def test_platform_objects_are_clean() -> None:
+    assert pack_rules(PLATFORM[0]) == set() and cli_rules(PLATFORM[0]) == set()
+
+
+def test_namespaces_without_a_local_queue_are_outside_the_binding() -> None:
+    """The binding covers the team namespaces (those with a LocalQueue); the CLI and pack see every object."""
+    elsewhere = edit(job(), lambda o: o["metadata"].update(namespace="team-b"))
+    assert cli_rules(elsewhere) == pack_rules(elsewhere) == {"tpu-workload-queue-declared"}
+    assert not evaluate(POLICY, BINDING, elsewhere).matched
+    assert evaluate(POLICY, BINDING, job()).matched
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        "system:serviceaccount:kueue-system:kueue-controller-manager",
+        "system:serviceaccount:jobset-system:jobset-controller",
+        "system:serviceaccount:kube-system:generic-garbage-collector",
+        "system:kube-controller-manager",
+    ],
+)
+def test_platform_controllers_are_never_refused(username: str) -> None:
+    broken = edit(jobset(), lambda o: o["metadata"].update(labels={}))
+    assert evaluate(POLICY, BINDING, broken, operation="UPDATE", username=username, old=broken) == Outcome(False)
+    assert evaluate(POLICY, BINDING, broken, operation="UPDATE", old=broken).rules  # a person is refused
+
+
+def test_objects_being_deleted_can_lose_their_finalizers() -> None:
+    broken = edit(jobset(), lambda o: o["metadata"].update(labels={}, deletionTimestamp="2026-01-01T00:00:00Z"))
+    assert not evaluate(POLICY, BINDING, broken, operation="UPDATE", old=broken).matched
+
+
+def test_pod_updates_and_status_writes_are_not_matched() -> None:
+    broken = edit(pod(), lambda o: o["metadata"].update(labels={}))
+    assert not evaluate(POLICY, BINDING, broken, operation="UPDATE", old=broken).matched
+    assert evaluate(POLICY, BINDING, broken).rules == {
+        "tpu-workload-require-queue-name",
+        "tpu-workload-priority-label-matches-pods",
+    }
+
+
+def test_refusals_say_what_to_set() -> None:
+    outcome = evaluate(
+        POLICY, BINDING, edit(jobset(), lambda o: o["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "gpu"}))
+    )
+    assert outcome.failures == [
+        "[tpu-workload-queue-declared] TPU JobSet team-a/llm names LocalQueue 'gpu', which namespace 'team-a' does "
+        "not have (declared there: training); set kueue.x-k8s.io/queue-name to one of them."
+    ]
+    generated = edit(
+        pod(), lambda o: (o["metadata"].pop("name"), o["metadata"].update(generateName="probe-", labels={}))
+    )
+    assert any(
+        "TPU Pod team-a/probe-* has no label kueue.x-k8s.io/queue-name" in m
+        for m in evaluate(POLICY, BINDING, generated).failures
+    )

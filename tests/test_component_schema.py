@@ -50,4 +50,12 @@ def test_cluster_outputs_are_described(schema: dict[str, Any]) -> None:
 
 def test_platform_exposes_the_stack_outputs(schema: dict[str, Any]) -> None:
     platform = schema["resources"][f"{PACKAGE_NAME}:index:TpuPlatform"]
-    assert set(platform["properties"]) == {"clusterName", "kubeconfig", "priorityTiers", "clusterQueues", "localQueues"}
+    assert set(platform["properties"]) == {
+        "clusterName",
+        "kubeconfig",
+        "endpoint",
+        "location",
+        "priorityTiers",
+        "clusterQueues",
+        "localQueues",
+    }

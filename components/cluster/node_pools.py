@@ -44,6 +44,13 @@ class PoolContext:
     depends_on: Sequence[pulumi.Resource]
 
 
+def system_node_selector(config: PlatformConfig) -> dict[str, str]:
+    """Where the controllers run: the system pool of a created cluster, or the user's choice on an existing one."""
+    if config.cluster.is_existing():
+        return dict(config.cluster.system_node_selector)
+    return {SYSTEM_LABEL: "true"}
+
+
 def tpu_pool_specs(group: TpuPoolGroup) -> list[TpuPoolSpec]:
     shape = group.shape
     if shape.multi_host:

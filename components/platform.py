@@ -1,6 +1,6 @@
 """TpuPlatform: the whole environment of one stack, composed from the smaller components."""
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pulumi
 
@@ -11,12 +11,13 @@ from components.kueue import KueueJobSet, KueueJobSetArgs
 from components.priorities import PriorityTiers, PriorityTiersArgs
 from components.queues import TpuQueues, TpuQueuesArgs
 from components.reconciler import HotswapReconciler, HotswapReconcilerArgs
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuPlatform"
 
 
 class TpuPlatformArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 

@@ -62,8 +62,8 @@ def existing_cluster(name: str, config: PlatformConfig, parent: pulumi.Resource)
     )
     server = cluster.apply(_server)
     ca = cluster.apply(_ca)
-    plain_kubeconfig: pulumi.Output[str] = pulumi.Output.all(server, ca).apply(
-        lambda parts: exec_kubeconfig(settings.name, str(parts[0]), parts[1], settings.kubernetes_auth)
+    plain_kubeconfig: pulumi.Output[str] = pulumi.Output.all(settings.name, server, ca).apply(
+        lambda parts: exec_kubeconfig(str(parts[0]), str(parts[1]), parts[2], settings.kubernetes_auth)
     )
     kubeconfig: pulumi.Output[str] = pulumi.Output.secret(plain_kubeconfig)
     provider = k8s.Provider(

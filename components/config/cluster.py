@@ -7,11 +7,13 @@ import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+import pulumi
 from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from components import tpu_shapes
 from components.config.base import ConfigModel, problems_error
+from components.config.inputs import InputStr
 from components.config.maintenance import availability_problem, parse_rfc3339
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
@@ -91,8 +93,9 @@ class NetworkConfig(ConfigModel):
         max_length=50,
         description="`create`: base name of the VPC, subnet, router and NAT. `existing`: the VPC's name or self link.",
     )
-    subnetwork: str | None = Field(
-        default=None, description="`existing` only: the subnet (name or self link) in the stack's region."
+    subnetwork: InputStr | None = Field(
+        default=None,
+        description="`existing` only: the subnet (name or self link) in the stack's region (may be an output).",
     )
     subnet_cidr: str = Field(default="10.10.0.0/20", description="`create`: primary range of the subnet (nodes).")
     pods_cidr: str = Field(default="10.64.0.0/14", description="`create`: secondary range for pods.")
@@ -291,11 +294,14 @@ class ClusterSettings(ConfigModel):
             "`name` in `location`; `tpuPools` then describe that cluster's TPU node pools."
         ),
     )
-    name: str = Field(
+    name: InputStr = Field(
         default="tpu-platform",
         pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
         max_length=40,
-        description="GKE cluster name (with `mode: existing`, the name of the cluster to install into).",
+        description=(
+            "GKE cluster name. With `mode: existing`, the cluster to install into (may be another resource's "
+            "output, e.g. a cluster made elsewhere in the program)."
+        ),
     )
     location: str | None = Field(
         default=None,
@@ -374,6 +380,11 @@ class ClusterSettings(ConfigModel):
     @model_validator(mode="after")
     def _check(self) -> ClusterSettings:
         problems = []
+        if not self.is_existing() and isinstance(self.name, pulumi.Output):
+            problems.append(
+                ".name: an output is accepted only with `mode: existing`; a created cluster's name also names its "
+                "node service account, so give it as a plain string"
+            )
         if self.is_existing():
             problems += [
                 f".{field}: only applies to a cluster this package creates; remove it with `mode: existing` "

@@ -17,6 +17,7 @@ from components.config.cluster import (
 )
 from components.config.errors import ConfigError, format_validation_error
 from components.config.hotswap import HotswapSettings
+from components.config.inputs import InputStr
 from components.config.kueue import JobSetSettings, KueueSettings
 from components.config.priorities import PriorityTier, default_tiers
 from components.config.queues import RESERVED_NAMESPACES, QueuesConfig
@@ -29,8 +30,9 @@ SYSTEM_POOL_NAME = "system"
 
 
 class PlatformConfig(ConfigModel):
-    project: str = Field(
-        pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", description="GCP project id that hosts the platform."
+    project: InputStr = Field(
+        pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$",
+        description="GCP project id that hosts the platform (may be another resource's output).",
     )
     region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$", description="GCP region of the cluster, e.g. `us-east5`.")
     protect: bool = Field(

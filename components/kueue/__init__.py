@@ -11,6 +11,7 @@ from components.config import PlatformConfig, parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
 from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
 from components.priorities import controller_priority_class
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:KueueJobSet"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -27,7 +28,7 @@ def controllers_priority_class(config: PlatformConfig) -> dict[str, Any]:
 
 
 class KueueJobSetArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from components.config import ConfigError, parse_platform_config
 from tests.conftest import stack_run
 from tests.platform_builders import platform, stack_config, tpu_pool
+from tools import preview
 from tools.manifests import kubernetes_objects, unwrap_secrets
 from tools.mock_runtime import run_program
 
@@ -59,6 +61,12 @@ def test_existing_stack_creates_no_gcp_resource_and_installs_everything_in_clust
     assert quotas == {"v6e-2x2": 16, "v6e-4x4": 64}  # chips of the described pools
     assert set(run.outputs) >= {"clusterName", "endpoint", "location", "kubeconfig", "clusterQueues"}
     assert "tpuNodePools" not in run.outputs
+
+
+def test_preview_says_the_cluster_is_existing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert preview.main(["--stack", "existing", "--build-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Existing cluster (xpk-v6e-cluster in us-east5): 0 GCP resources" in out
 
 
 def test_controllers_follow_the_system_node_selector() -> None:

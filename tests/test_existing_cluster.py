@@ -120,3 +120,13 @@ def test_existing_mode_without_reconciler_needs_no_image() -> None:
 def test_create_mode_refuses_existing_only_settings(field: str) -> None:
     value: Any = {"a": "b"} if field == "systemNodeSelector" else "us-east5"
     assert f"platform.cluster.{field}: only valid with `mode: existing`" in problems(platform(cluster={field: value}))
+
+
+def test_tpu_cluster_alone_refuses_an_existing_cluster_config(tmp_path: Path) -> None:
+    (tmp_path / "__main__.py").write_text(
+        "import pulumi\n"
+        "from components.cluster import TpuCluster\n"
+        "TpuCluster('c', {'platform': pulumi.Config('gke-tpu-priority').require_object('platform')})\n"
+    )
+    with pytest.raises(Exception, match=r"TpuCluster creates a GKE cluster, but platform\.cluster\.mode is `existing`"):
+        run_program("alone", stack_config(existing()), root=tmp_path)

@@ -47,6 +47,11 @@ class TpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, {}, opts)
         config = parse_platform_config(args["platform"])
+        if config.cluster.is_existing():
+            raise ValueError(
+                "TpuCluster creates a GKE cluster, but platform.cluster.mode is `existing`: use TpuPlatform, or "
+                "KueueJobSet/PriorityTiers/TpuQueues/HotswapReconciler with a provider for that cluster in `opts`"
+            )
         self.config = config
 
         network = build_network(name, config, self)

@@ -12,12 +12,13 @@ except ConfigError as error:
 
 platform = TpuPlatform(pulumi.get_stack(), TpuPlatformArgs(platform=platform_config.model_dump(by_alias=True)))
 
-pulumi.export("clusterName", platform.cluster.cluster_name)
-pulumi.export("endpoint", platform.cluster.endpoint)
-pulumi.export("location", platform.cluster.location)
-pulumi.export("systemPoolName", platform.cluster.system_pool_name)
-pulumi.export("tpuNodePools", platform.cluster.tpu_node_pool_names)
-pulumi.export("kubeconfig", platform.cluster.kubeconfig)
+pulumi.export("clusterName", platform.cluster_name)
+pulumi.export("endpoint", platform.endpoint)
+pulumi.export("location", platform.location)
+if platform.cluster is not None:  # `cluster.mode: existing` creates no node pools
+    pulumi.export("systemPoolName", platform.cluster.system_pool_name)
+    pulumi.export("tpuNodePools", platform.cluster.tpu_node_pool_names)
+pulumi.export("kubeconfig", platform.kubeconfig)
 pulumi.export("priorityTiers", platform.priorities.tier_names)
 pulumi.export("clusterQueues", platform.queues.cluster_queue_names)
 pulumi.export("localQueues", platform.queues.local_queues)

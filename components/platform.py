@@ -1,32 +1,41 @@
 """TpuPlatform: the whole environment of one stack, composed from the smaller components."""
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pulumi
 
 from components.admission import TpuAdmissionPolicy, TpuAdmissionPolicyArgs
 from components.cluster import TpuCluster, TpuClusterArgs
+from components.cluster.existing import existing_cluster
 from components.config import parse_platform_config
 from components.kueue import KueueJobSet, KueueJobSetArgs
 from components.priorities import PriorityTiers, PriorityTiersArgs
 from components.queues import TpuQueues, TpuQueuesArgs
 from components.reconciler import HotswapReconciler, HotswapReconcilerArgs
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuPlatform"
 
 
 class TpuPlatformArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 
 class TpuPlatform(pulumi.ComponentResource):
-    """GKE + TPU v6e cluster, Kueue/JobSet, priority tiers and queues, and the hotswap reconciler."""
+    """GKE + TPU v6e cluster, Kueue/JobSet, priority tiers and queues, and the hotswap reconciler.
+
+    With `cluster.mode: existing` it creates no GCP resource and installs everything else into that cluster.
+    """
 
     cluster_name: pulumi.Output[str]
     """Name of the GKE cluster."""
     kubeconfig: pulumi.Output[str]
-    """Kubeconfig using gke-gcloud-auth-plugin (secret)."""
+    """Kubeconfig using gke-gcloud-auth-plugin (secret); empty with `cluster.kubeconfigContext`."""
+    endpoint: pulumi.Output[str]
+    """Control-plane URL the Kubernetes provider talks to; empty with `cluster.kubeconfigContext`."""
+    location: pulumi.Output[str]
+    """Region (or zone) of the cluster."""
     priority_tiers: pulumi.Output[list[str]]
     """Priority tier names, highest first."""
     cluster_queues: pulumi.Output[list[str]]
@@ -38,13 +47,32 @@ class TpuPlatform(pulumi.ComponentResource):
         super().__init__(TYPE_TOKEN, name, {}, opts)
         raw = args["platform"]
         self.config = parse_platform_config(raw)
-        self.cluster = TpuCluster(f"{name}-cluster", TpuClusterArgs(platform=raw), pulumi.ResourceOptions(parent=self))
-        in_cluster = pulumi.ResourceOptions(parent=self, providers=[self.cluster.provider])
-        # Controllers need schedulable system nodes before their charts can become ready.
+        system_nodes: list[pulumi.Resource] = []
+        self.cluster: TpuCluster | None = None
+        if self.config.cluster.is_existing():
+            # No GCP resource: everything below goes into the user's cluster through this provider.
+            existing = existing_cluster(name, self.config, self)
+            provider = existing.provider
+            self.cluster_name = existing.cluster_name
+            self.kubeconfig = existing.kubeconfig
+            self.endpoint = existing.endpoint
+            self.location = existing.location
+        else:
+            self.cluster = TpuCluster(
+                f"{name}-cluster", TpuClusterArgs(platform=raw), pulumi.ResourceOptions(parent=self)
+            )
+            provider = self.cluster.provider
+            # Controllers need schedulable system nodes before their charts can become ready.
+            system_nodes = [self.cluster.system_pool]
+            self.cluster_name = self.cluster.cluster_name
+            self.kubeconfig = self.cluster.kubeconfig
+            self.endpoint = self.cluster.endpoint
+            self.location = self.cluster.location
+        in_cluster = pulumi.ResourceOptions(parent=self, providers=[provider])
         self.kueue = KueueJobSet(
             f"{name}-kueue",
             KueueJobSetArgs(platform=raw),
-            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[self.cluster.system_pool])),
+            pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=system_nodes)),
         )
         after_kueue = pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[self.kueue]))
         self.priorities = PriorityTiers(f"{name}-priorities", PriorityTiersArgs(platform=raw), after_kueue)
@@ -66,8 +94,6 @@ class TpuPlatform(pulumi.ComponentResource):
             if self.config.hotswap.enabled
             else None
         )
-        self.cluster_name = self.cluster.cluster_name
-        self.kubeconfig = self.cluster.kubeconfig
         self.priority_tiers = self.priorities.tier_names
         self.cluster_queues = self.queues.cluster_queue_names
         self.local_queues = self.queues.local_queues
@@ -75,6 +101,8 @@ class TpuPlatform(pulumi.ComponentResource):
             {
                 "cluster_name": self.cluster_name,
                 "kubeconfig": self.kubeconfig,
+                "endpoint": self.endpoint,
+                "location": self.location,
                 "priority_tiers": self.priority_tiers,
                 "cluster_queues": self.cluster_queues,
                 "local_queues": self.local_queues,

@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 from components.config import PlatformConfig, parse_platform_config
 from components.config.priorities import MAX_USER_PRIORITY, HotswapMode, PriorityTier
 from components.kube.objects import KubernetesObject, inherited_depends_on
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:PriorityTiers"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -18,7 +19,7 @@ CONTROLLER_HEADROOM = 1_000_000
 
 
 class PriorityTiersArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 

@@ -9,6 +9,7 @@ PACKAGE_NAME = "gke-tpu-priority"
 
 
 def hosted_components() -> list[type[ComponentResource]]:
+    from components.admission import TpuAdmissionPolicy
     from components.cluster import TpuCluster
     from components.kueue import KueueJobSet
     from components.platform import TpuPlatform
@@ -17,7 +18,7 @@ def hosted_components() -> list[type[ComponentResource]]:
     from components.reconciler import HotswapReconciler
     from components.workloads import TpuJobSet
 
-    return [TpuPlatform, TpuCluster, KueueJobSet, PriorityTiers, TpuQueues, HotswapReconciler, TpuJobSet]
+    return [TpuPlatform, TpuCluster, KueueJobSet, PriorityTiers, TpuQueues, HotswapReconciler, TpuAdmissionPolicy, TpuJobSet]
 
 
 def main() -> None:

@@ -6,12 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tools.mock_runtime import PROJECT_ROOT, run_program
+from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
 from tools.resources import ProgramRun
 
 STACKS = sorted(
     p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml")
 )
+# Stacks whose cluster the package creates (the others use `cluster.mode: existing` and create no GCP resource).
+CREATED_CLUSTER_STACKS = [
+    s for s in STACKS if load_stack_config(s)["gke-tpu-priority:platform"].get("cluster", {}).get("mode") != "existing"
+]
 _RUNS: dict[str, ProgramRun] = {}
 
 

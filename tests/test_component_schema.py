@@ -50,4 +50,25 @@ def test_cluster_outputs_are_described(schema: dict[str, Any]) -> None:
 
 def test_platform_exposes_the_stack_outputs(schema: dict[str, Any]) -> None:
     platform = schema["resources"][f"{PACKAGE_NAME}:index:TpuPlatform"]
-    assert set(platform["properties"]) == {"clusterName", "kubeconfig", "priorityTiers", "clusterQueues", "localQueues"}
+    assert set(platform["properties"]) == {
+        "clusterName",
+        "kubeconfig",
+        "endpoint",
+        "location",
+        "priorityTiers",
+        "clusterQueues",
+        "localQueues",
+    }
+
+
+def test_plugin_requirements_are_the_package_runtime_dependencies() -> None:
+    """`pulumi package add` installs components/requirements.txt, not pyproject: a module missing there fails at
+    import in every other language's program, which no test of this virtualenv would notice."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    lines = (root / "components" / "requirements.txt").read_text().splitlines()
+    plugin = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert sorted(plugin) == sorted(declared)

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 
 from components import tpu_shapes
-from tests.conftest import STACKS, stack_run
+from tests.conftest import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tests.platform_builders import platform, stack_config, tpu_pool
 from tools.manifests import unwrap_secrets
 from tools.mock_runtime import load_stack_config, run_program
@@ -25,6 +25,12 @@ def of_type(run: ProgramRun, typ: str) -> list[RegisteredResource]:
 
 def tpu_pools(run: ProgramRun) -> list[RegisteredResource]:
     return [p for p in of_type(run, NODE_POOL) if p.inputs["nodeConfig"]["machineType"].startswith("ct6e-")]
+
+
+@pytest.fixture(params=CREATED_CLUSTER_STACKS)
+def any_stack_run(request: pytest.FixtureRequest) -> ProgramRun:
+    """Every stack that creates its cluster (this module checks the GKE resources)."""
+    return stack_run(request.param)
 
 
 def test_both_documented_stacks_exist() -> None:

@@ -10,7 +10,7 @@ import yaml
 from components.config import ConfigError, parse_platform_config
 from components.reconciler import objects
 from hotswap.config import HotswapConfig
-from tests.conftest import STACKS, stack_run
+from tests.conftest import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tests.platform_builders import platform
 from tools.manifests import kubernetes_objects
 
@@ -28,7 +28,7 @@ def find(stack: str, kind: str, name: str | None = None) -> dict[str, Any]:
     return matches[0]
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", CREATED_CLUSTER_STACKS)
 def test_reconciler_is_part_of_every_stack(stack: str) -> None:
     deployment = find(stack, "Deployment", "hotswap-reconciler")
     pod = deployment["spec"]["template"]["spec"]

@@ -72,6 +72,17 @@ class RecordingMocks(Mocks):
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
             return {"project": "mock-project", "accessToken": "mock-token"}, []
+        if args.token == "gcp:container/getCluster:getCluster":
+            # What the GKE API reports for an existing cluster (a lookup, not a resource).
+            name, location = args.args.get("name"), args.args.get("location")
+            return {
+                "name": name,
+                "location": location,
+                "project": args.args.get("project"),
+                "endpoint": "198.51.100.20",
+                "masterAuths": [{"clusterCaCertificate": FAKE_CA}],
+                "id": f"projects/{args.args.get('project')}/locations/{location}/clusters/{name}",
+            }, []
         return {}, []
 
 

@@ -167,6 +167,14 @@ def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str,
         f"Stack {run.stack!r} (project {config.project}, region {config.region}): "
         f"{len(run.resources)} resources, {len(objects)} Kubernetes objects"
     ]
+    if config.cluster.is_existing():
+        gcp = sum(1 for r in run.resources if r.type.startswith("gcp:"))
+        where = (
+            config.cluster.kubeconfig_context or f"{config.cluster.name} in {config.cluster.location or config.region}"
+        )
+        out.append(
+            f"Existing cluster ({where}): {gcp} GCP resources; the TPU capacity below is as described in tpuPools"
+        )
     counts = Counter(r.type for r in run.resources)
     out += ["", "Resources by type", _table(["type", "count"], [[t, n] for t, n in sorted(counts.items())])]
     rows = tpu_capacity_rows(config)

@@ -4,8 +4,6 @@ The CEL comes from the policy rule set (``policies.admission``), with the stack'
 into it, so the pack, the CI command and the cluster apply the same rules to the same objects.
 """
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 import pulumi
@@ -14,6 +12,7 @@ from components import tpu_shapes
 from components.config import PlatformConfig, parse_platform_config
 from components.config.resolved import effective_local_queues
 from components.kube.objects import KubernetesObject, inherited_depends_on
+from components.schema_types import PlatformConfig as PlatformSettings
 from policies.admission import AdmissionSettings, validating_admission_policy, validating_admission_policy_binding
 from policies.rules.base import AdmissionContext
 
@@ -21,7 +20,7 @@ TYPE_TOKEN = "gke-tpu-priority:index:TpuAdmissionPolicy"
 
 
 class TpuAdmissionPolicyArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 

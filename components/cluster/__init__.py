@@ -18,12 +18,13 @@ from components.cluster.node_pools import (
 )
 from components.cluster.settings import control_plane_args, maintenance_args, observability_args
 from components.config import ControlPlaneAccess, parse_platform_config
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuCluster"
 
 
 class TpuClusterArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 
@@ -46,12 +47,17 @@ class TpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, {}, opts)
         config = parse_platform_config(args["platform"])
+        if config.cluster.is_existing():
+            raise ValueError(
+                "TpuCluster creates a GKE cluster, but platform.cluster.mode is `existing`: use TpuPlatform, or "
+                "KueueJobSet/PriorityTiers/TpuQueues/HotswapReconciler with a provider for that cluster in `opts`"
+            )
         self.config = config
 
         network = build_network(name, config, self)
-        self.node_service_account, node_roles = build_node_service_account(
-            name, config.project, f"{config.cluster.name}-nodes"[:30].rstrip("-"), self
-        )
+        # Validation keeps a created cluster's name plain (only `mode: existing` accepts an output for it).
+        account_id = f"{config.cluster.name}-nodes"[:30].rstrip("-")
+        self.node_service_account, node_roles = build_node_service_account(name, config.project, account_id, self)
         settings = config.cluster
         cluster_args: dict[str, Any] = {
             "name": settings.name,
@@ -73,7 +79,7 @@ class TpuCluster(pulumi.ComponentResource):
                 "cluster_secondary_range_name": network.pods_range_name,
                 "services_secondary_range_name": network.services_range_name,
             },
-            "workload_identity_config": {"workload_pool": f"{config.project}.svc.id.goog"},
+            "workload_identity_config": {"workload_pool": pulumi.Output.concat(config.project, ".svc.id.goog")},
             "datapath_provider": "ADVANCED_DATAPATH",
             "enable_shielded_nodes": True,
             "enable_legacy_abac": False,

@@ -15,7 +15,7 @@ NODE_ROLES = (
 
 
 def build_node_service_account(
-    name: str, project: str, account_id: str, parent: pulumi.Resource
+    name: str, project: pulumi.Input[str], account_id: str, parent: pulumi.Resource
 ) -> tuple[gcp.serviceaccount.Account, list[gcp.projects.IAMMember]]:
     opts = pulumi.ResourceOptions(parent=parent)
     account = gcp.serviceaccount.Account(

@@ -44,6 +44,13 @@ class PoolContext:
     depends_on: Sequence[pulumi.Resource]
 
 
+def system_node_selector(config: PlatformConfig) -> dict[str, str]:
+    """Where the controllers run: the system pool of a created cluster, or the user's choice on an existing one."""
+    if config.cluster.is_existing():
+        return dict(config.cluster.system_node_selector)
+    return {SYSTEM_LABEL: "true"}
+
+
 def tpu_pool_specs(group: TpuPoolGroup) -> list[TpuPoolSpec]:
     shape = group.shape
     if shape.multi_host:
@@ -66,12 +73,18 @@ def bootstrap_node_config(service_account_email: pulumi.Input[str]) -> dict[str,
     }
 
 
-def _reservation_affinity(group: TpuPoolGroup, project: str) -> dict[str, Any]:
+def _reservation_affinity(group: TpuPoolGroup, project: pulumi.Input[str]) -> dict[str, Any]:
     capacity = group.capacity
     if capacity.mode is CapacityMode.RESERVATION and capacity.reservation is not None:
-        owner = capacity.reservation.project or project
+        owner = capacity.reservation.project
         name = capacity.reservation.name
-        value = name if owner == project else f"projects/{owner}/reservations/{name}"
+        value: pulumi.Input[str] = (
+            name
+            if owner is None
+            else pulumi.Output.from_input(project).apply(
+                lambda p: name if owner == p else f"projects/{owner}/reservations/{name}"
+            )
+        )
         return {
             "consume_reservation_type": "SPECIFIC_RESERVATION",
             "key": "compute.googleapis.com/reservation-name",

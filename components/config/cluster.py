@@ -7,10 +7,13 @@ import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+import pulumi
 from pydantic import Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
 from components import tpu_shapes
 from components.config.base import ConfigModel, problems_error
+from components.config.inputs import InputStr
 from components.config.maintenance import availability_problem, parse_rfc3339
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
@@ -90,8 +93,9 @@ class NetworkConfig(ConfigModel):
         max_length=50,
         description="`create`: base name of the VPC, subnet, router and NAT. `existing`: the VPC's name or self link.",
     )
-    subnetwork: str | None = Field(
-        default=None, description="`existing` only: the subnet (name or self link) in the stack's region."
+    subnetwork: InputStr | None = Field(
+        default=None,
+        description="`existing` only: the subnet (name or self link) in the stack's region (may be an output).",
     )
     subnet_cidr: str = Field(default="10.10.0.0/20", description="`create`: primary range of the subnet (nodes).")
     pods_cidr: str = Field(default="10.64.0.0/14", description="`create`: secondary range for pods.")
@@ -262,12 +266,67 @@ class KubernetesAuth(StrEnum):
     GCLOUD = "gcloud"
 
 
+class ClusterMode(StrEnum):
+    CREATE = "create"
+    EXISTING = "existing"
+
+
+# Settings that shape a cluster the package creates; with `mode: existing` they would silently do nothing.
+CREATED_CLUSTER_ONLY = (
+    "release_channel",
+    "min_master_version",
+    "private_nodes",
+    "control_plane_access",
+    "master_ipv4_cidr_block",
+    "authorized_networks",
+    "deletion_protection",
+    "maintenance",
+)
+EXISTING_CLUSTER_ONLY = ("location", "kubeconfig_context", "system_node_selector")
+
+
 class ClusterSettings(ConfigModel):
-    name: str = Field(
+    mode: ClusterMode = Field(
+        default=ClusterMode.CREATE,
+        description=(
+            "`create`: the package creates the GKE cluster, its network and node pools. `existing`: it creates no "
+            "GCP resource and installs Kueue, JobSet, the tiers, the queues and the reconciler into the cluster "
+            "`name` in `location`; `tpuPools` then describe that cluster's TPU node pools."
+        ),
+    )
+    name: InputStr = Field(
         default="tpu-platform",
         pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
         max_length=40,
-        description="GKE cluster name.",
+        description=(
+            "GKE cluster name. With `mode: existing`, the cluster to install into (may be another resource's "
+            "output, e.g. a cluster made elsewhere in the program)."
+        ),
+    )
+    location: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$",
+        description=(
+            "`existing` only: region or zone of the existing cluster; defaults to the stack's `region`. Its endpoint "
+            "and CA certificate are read from the GKE API (a lookup, not a resource)."
+        ),
+    )
+    kubeconfig_context: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "`existing` only: use this context of the local kubeconfig (`KUBECONFIG` or `~/.kube/config`) instead "
+            "of looking the cluster up in the GKE API, e.g. for a cluster reached through a bastion or Connect "
+            "gateway."
+        ),
+    )
+    system_node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "`existing` only: node labels of the non-TPU nodes that run Kueue, JobSet and the reconciler, e.g. "
+            "`{cloud.google.com/gke-nodepool: default-pool}`. Unset: any schedulable node; TPU nodes carry GKE's "
+            "`google.com/tpu` taint, so the controllers never land there."
+        ),
     )
     release_channel: ReleaseChannel = Field(
         default=ReleaseChannel.REGULAR,
@@ -306,9 +365,39 @@ class ClusterSettings(ConfigModel):
         ),
     )
 
+    def is_existing(self) -> bool:
+        return self.mode is ClusterMode.EXISTING
+
+    def changed_from_default(self, fields: tuple[str, ...]) -> list[str]:
+        """Fields (camelCase) whose value differs from the default: set by the user, whatever dumped them."""
+        changed = []
+        for field in fields:
+            default = type(self).model_fields[field].get_default(call_default_factory=True)
+            if getattr(self, field) != default:
+                changed.append(to_camel(field))
+        return changed
+
     @model_validator(mode="after")
     def _check(self) -> ClusterSettings:
         problems = []
+        if not self.is_existing() and isinstance(self.name, pulumi.Output):
+            problems.append(
+                ".name: an output is accepted only with `mode: existing`; a created cluster's name also names its "
+                "node service account, so give it as a plain string"
+            )
+        if self.is_existing():
+            problems += [
+                f".{field}: only applies to a cluster this package creates; remove it with `mode: existing` "
+                "(the existing cluster keeps its own setting)"
+                for field in self.changed_from_default(CREATED_CLUSTER_ONLY)
+            ]
+        else:
+            problems += [
+                f".{field}: only valid with `mode: existing`; a created cluster's controllers run on its system pool"
+                if field == "systemNodeSelector"
+                else f".{field}: only valid with `mode: existing`"
+                for field in self.changed_from_default(EXISTING_CLUSTER_ONLY)
+            ]
         if self.min_master_version is not None:
             try:
                 if not gke_version_at_least(self.min_master_version, tpu_shapes.MIN_GKE_VERSION):

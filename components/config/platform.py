@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
 
 from components.config.admission import AdmissionPolicySettings
 from components.config.base import ConfigModel, problems_error
@@ -17,11 +18,12 @@ from components.config.cluster import (
 )
 from components.config.errors import ConfigError, format_validation_error
 from components.config.hotswap import HotswapSettings
+from components.config.inputs import InputStr
 from components.config.kueue import JobSetSettings, KueueSettings
 from components.config.priorities import PriorityTier, default_tiers
 from components.config.queues import RESERVED_NAMESPACES, QueuesConfig
 from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
-from components.config.tpu import CapacityMode, TpuPoolGroup
+from components.config.tpu import CAPACITY_LABEL, CapacityMode, TpuPoolGroup
 
 CONFIG_KEY = "platform"
 CONFIG_PATH = f"gke-tpu-priority:{CONFIG_KEY}"
@@ -29,8 +31,9 @@ SYSTEM_POOL_NAME = "system"
 
 
 class PlatformConfig(ConfigModel):
-    project: str = Field(
-        pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", description="GCP project id that hosts the platform."
+    project: InputStr = Field(
+        pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$",
+        description="GCP project id that hosts the platform (may be another resource's output).",
     )
     region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$", description="GCP region of the cluster, e.g. `us-east5`.")
     protect: bool = Field(
@@ -122,6 +125,8 @@ class PlatformConfig(ConfigModel):
         for j, zone in enumerate(self.system_pool.zones):
             if not zone.startswith(f"{self.region}-"):
                 problems.append(f".systemPool.zones[{j}]: {zone!r} is not in region {self.region!r}")
+        if self.cluster.is_existing():
+            problems += existing_cluster_problems(self)
         if problems:
             raise problems_error(problems)
         return self
@@ -202,6 +207,56 @@ class PlatformConfig(ConfigModel):
             if lq.namespace in RESERVED_NAMESPACES[1:]:
                 problems.append(f".queues.localQueues[{i}].namespace: {lq.namespace!r} is a system namespace")
         return problems
+
+
+def existing_cluster_problems(config: PlatformConfig) -> list[str]:
+    """`cluster.mode: existing` creates no GCP resource: settings that only shape created resources are refused."""
+    problems: list[str] = []
+    location = config.cluster.location
+    if location is not None and location != config.region and not location.startswith(f"{config.region}-"):
+        problems.append(
+            f".cluster.location: {location!r} is not in region {config.region!r}; set `region` to the cluster's "
+            "region (its TPU pool zones are checked against it)"
+        )
+    created_only = {"network": ".network", "system_pool": ".systemPool", "labels": ".labels"}
+    for field, path in created_only.items():
+        if getattr(config, field) != PlatformConfig.model_fields[field].get_default(call_default_factory=True):
+            problems.append(
+                f"{path}: only applies to resources this package creates; remove it with `cluster.mode: existing` "
+                "(set `cluster.systemNodeSelector` to pick the nodes the controllers run on)"
+                if field == "system_pool"
+                else f"{path}: only applies to resources this package creates; remove it with `cluster.mode: existing`"
+            )
+    for i, group in enumerate(config.tpu_pools):
+        for field in ("scale_to_zero", "labels", "taints"):
+            if getattr(group, field) != TpuPoolGroup.model_fields[field].get_default(call_default_factory=True):
+                problems.append(
+                    f".tpuPools[{i}].{to_camel(field)}: only applies to node pools this package creates; with "
+                    "`cluster.mode: existing` a pool group only describes an existing pool's shape, zone, capacity "
+                    "mode and slice count"
+                )
+    for i, spec in enumerate(config.queues.flavors or []):
+        if spec.capacity is not None:
+            problems.append(
+                f".queues.flavors[{i}].capacity: selects the node label {CAPACITY_LABEL!r}, which only node pools "
+                "this package creates carry; remove it with `cluster.mode: existing`"
+            )
+    if config.queues.flavors is None:
+        for flavor in config.flavors:
+            if any(key == CAPACITY_LABEL for key, _ in flavor.node_labels):
+                problems.append(
+                    f".tpuPools: slices of one shape mix capacity modes, so flavor {flavor.name!r} would select the "
+                    f"node label {CAPACITY_LABEL!r}, which only pools this package creates carry; with "
+                    "`cluster.mode: existing` declare `queues.flavors` per topology (without `capacity`)"
+                )
+                break
+    if config.hotswap.enabled and config.hotswap.image is None:
+        problems.append(
+            ".hotswap.image: required with `cluster.mode: existing`: building the reconciler image would create an "
+            "Artifact Registry repository; push `hotswap/Dockerfile` to your registry and set the reference "
+            "(ideally `…@sha256:…`), or set `hotswap.enabled: false`"
+        )
+    return problems
 
 
 def parse_platform_config(raw: Any) -> PlatformConfig:

@@ -6,16 +6,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.cluster.node_pools import SYSTEM_LABEL
+from components.cluster.node_pools import system_node_selector
 from components.config import PlatformConfig, parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
 from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
 from components.priorities import controller_priority_class
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:KueueJobSet"
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
-SYSTEM_NODE_SELECTOR = {SYSTEM_LABEL: "true"}
 CONTROLLERS_PRIORITY_CLASS = "tpu-platform-controllers"
 
 
@@ -28,7 +28,7 @@ def controllers_priority_class(config: PlatformConfig) -> dict[str, Any]:
 
 
 class KueueJobSetArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 
@@ -48,7 +48,7 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
                 # system-*-critical classes only in kube-system, hence a class of our own.)
                 "priorityClassName": CONTROLLERS_PRIORITY_CLASS,
             },
-            "nodeSelector": SYSTEM_NODE_SELECTOR,
+            "nodeSelector": system_node_selector(config),
             "podDisruptionBudget": {"enabled": kueue.replicas > 1, "minAvailable": 1},
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(config), sort_keys=False)},
@@ -59,7 +59,7 @@ def jobset_values(config: PlatformConfig) -> dict[str, Any]:
     return {
         "image": {"registry": "registry.k8s.io", "repository": "jobset/jobset", "tag": f"v{config.jobset.version}"},
         "controller": {
-            "nodeSelector": SYSTEM_NODE_SELECTOR,
+            "nodeSelector": system_node_selector(config),
             "resources": controller_resources(fleet_slices(config)),
         },
         # The chart's ServiceMonitor needs the Prometheus operator's CRDs, which GKE does not install.

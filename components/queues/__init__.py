@@ -1,6 +1,6 @@
 """TpuQueues: Kueue ResourceFlavors, Cohorts, ClusterQueues, team namespaces and LocalQueues from stack config."""
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pulumi
 
@@ -15,12 +15,13 @@ from components.queues.objects import (
     local_queue,
     resource_flavor,
 )
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuQueues"
 
 
 class TpuQueuesArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 

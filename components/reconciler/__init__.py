@@ -10,12 +10,13 @@ from components.config import parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.reconciler import objects
 from components.reconciler.image import build_image
+from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:HotswapReconciler"
 
 
 class HotswapReconcilerArgs(TypedDict):
-    platform: dict[str, Any]
+    platform: PlatformSettings
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from components.cluster.node_pools import SYSTEM_LABEL
+from components.cluster.node_pools import system_node_selector
 from components.config import PlatformConfig
 from components.priorities import controller_priority_class
 from hotswap.config import HotswapConfig
@@ -218,7 +218,7 @@ def deployment(config: PlatformConfig, image: Any, config_hash: str, pinned: boo
                     "serviceAccountName": APP,
                     "automountServiceAccountToken": True,
                     "priorityClassName": RECONCILER_PRIORITY_CLASS,
-                    "nodeSelector": {SYSTEM_LABEL: "true"},
+                    "nodeSelector": system_node_selector(config),
                     "securityContext": {
                         "runAsNonRoot": True,
                         "runAsUser": RUN_AS,

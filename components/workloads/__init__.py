@@ -1,10 +1,11 @@
 """TPU workload templates: `tpu_jobset()` for YAML/kubectl users and the `TpuJobSet` component for Pulumi."""
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pulumi
 
 from components.kube.objects import KubernetesObject, inherited_depends_on
+from components.schema_types import TpuJobSetSpec as TpuJobSetSettings
 from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuJobSet"
@@ -13,7 +14,7 @@ __all__ = ["TpuJobSet", "TpuJobSetArgs", "TpuJobSetSpec", "tpu_jobset"]
 
 
 class TpuJobSetArgs(TypedDict):
-    jobset: dict[str, Any]
+    jobset: TpuJobSetSettings
     """The workload: name, namespace, queue, priority, topology, slices, image, command, … (see TpuJobSetSpec)."""
 
 

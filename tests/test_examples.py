@@ -1,0 +1,138 @@
+"""Every example in examples/ runs or is checked: Python under the mock runtime, YAML/TypeScript against the schema."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.config import parse_platform_config
+from tools.manifests import kubernetes_objects
+from tools.mock_runtime import PROJECT_ROOT, run_program
+from tools.resources import ProgramRun
+from tools.schema_check import check_component, is_output, load_schema
+
+EXAMPLES = PROJECT_ROOT / "examples"
+PLATFORM = "gke-tpu-priority:index:TpuPlatform"
+
+
+def quotas(run: ProgramRun) -> dict[str, dict[str, int]]:
+    return {
+        o["metadata"]["name"]: {
+            f["name"]: f["resources"][0]["nominalQuota"] for g in o["spec"]["resourceGroups"] for f in g["flavors"]
+        }
+        for o in kubernetes_objects(run.resources)
+        if o["kind"] == "ClusterQueue"
+    }
+
+
+def test_every_example_has_a_readme_and_a_check() -> None:
+    examples = {p.name for p in EXAMPLES.iterdir() if p.is_dir()}
+    assert examples == {"python", "existing-cluster", "yaml", "typescript"}
+    for name in examples:
+        assert (EXAMPLES / name / "README.md").read_text().strip()
+        assert (EXAMPLES / name / "Pulumi.yaml").exists()
+
+
+def test_python_example_creates_the_platform_it_describes() -> None:
+    run = run_program("dev", {"gcp:project": "my-tpu-example"}, root=EXAMPLES / "python")
+    (cluster,) = [r for r in run.resources if r.type == "gcp:container/cluster:Cluster"]
+    assert cluster.inputs["name"] == "tpu-training" and cluster.inputs["project"] == "my-tpu-example"
+    pools = {r.inputs["name"] for r in run.resources if r.type == "gcp:container/nodePool:NodePool"}
+    assert pools == {"system", "resv-4x4-0", "resv-4x4-1", "resv-4x4-2", "resv-4x4-3", "spot-2x2"}
+    charts = {r.inputs["chart"].rsplit("/", 1)[-1] for r in run.resources if r.type.endswith("helm.sh/v4:Chart")}
+    assert charts == {"kueue", "jobset"}
+    assert quotas(run) == {"tpu-training": {"v6e-2x2": 16, "v6e-4x4": 64}}
+    assert any(r.type == "docker-build:index:Image" for r in run.resources)  # the reconciler image is built
+    assert run.outputs["clusterQueues"] == ["tpu-training"]
+    assert run.outputs["localQueues"] == ["tpu-training/training"]
+
+
+def test_existing_cluster_example_uses_the_given_provider_and_no_gcp() -> None:
+    config = {"gcp:project": "my-tpu-example", "gke-tpu-priority:kubeContext": "gke_p_us-east5_xpk-v6e"}
+    run = run_program("dev", config, root=EXAMPLES / "existing-cluster")
+    assert not [r for r in run.resources if r.type.startswith(("gcp:", "docker-build:"))]
+    (provider,) = [r for r in run.resources if r.type == "pulumi:providers:kubernetes"]
+    assert provider.inputs["context"] == "gke_p_us-east5_xpk-v6e"
+    in_cluster = [r for r in run.resources if r.custom and r.type.startswith("kubernetes:")]
+    assert len(in_cluster) > 10
+    for res in in_cluster:
+        # A component's `provider` option reaches every child: nothing goes to the ambient default provider.
+        assert res.provider is not None and res.provider.startswith(provider.urn), res.urn
+    assert quotas(run) == {"research": {"v6e-4x8": 64}}
+    assert run.outputs["priorityTiers"] == ["training-high", "training-low", "best-effort"]
+
+
+def _sample(value: Any) -> Any:
+    """Stand-ins for values only known at deployment (config and outputs), shaped as the real ones."""
+    if isinstance(value, dict):
+        return {k: _sample(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sample(v) for v in value]
+    if value == "${gcp:project}":
+        return "my-tpu-example"
+    if is_output(value):
+        return "cluster-from-output"
+    return value
+
+
+def test_yaml_example_properties_match_the_schema_and_the_model() -> None:
+    program = yaml.safe_load((EXAMPLES / "yaml" / "Pulumi.yaml").read_text())
+    (props,) = [r["properties"] for r in program["resources"].values() if r["type"] == PLATFORM]
+    assert check_component(load_schema(), PLATFORM, props) == []
+    assert is_output(props["platform"]["cluster"]["name"])
+    config = parse_platform_config(_sample(props["platform"]))
+    assert config.cluster.is_existing()
+    assert {f.name: f.chips for f in config.flavors} == {"v6e-8x8": 128}
+    for output in program["outputs"].values():
+        name = output.removeprefix("${platform.").removesuffix("}")
+        assert name in load_schema()["resources"][PLATFORM]["properties"]
+
+
+def typescript_settings(source: str) -> dict[str, Any]:
+    """The object literal passed to `new tpu.TpuPlatform(...)`, with TypeScript expressions marked as outputs."""
+    block = source.split("// BEGIN platform settings")[1].split("// END platform settings")[0]
+    literal = block[block.index("{", block.index("new tpu.TpuPlatform(")) : block.rindex("}") + 1]
+    literal = re.sub(r"(:\s*)(?!true\b|false\b|null\b)([A-Za-z_$][\w$.]*)(\s*[,}\]\n])", r'\1"${ts.\2}"\3', literal)
+    literal = re.sub(r",(\s*[}\]])", r"\1", literal)
+    parsed: dict[str, Any] = yaml.safe_load(literal)
+    return parsed
+
+
+def test_typescript_example_settings_match_the_schema_and_the_model() -> None:
+    source = (EXAMPLES / "typescript" / "index.ts").read_text()
+    props = typescript_settings(source)
+    assert check_component(load_schema(), PLATFORM, props) == []
+    assert is_output(props["platform"]["project"])  # the project id is another resource's output
+    config = parse_platform_config({**props["platform"], "project": "my-tpu-example"})
+    assert [g.chips for g in config.tpu_pools] == [32, 64]
+    for name in re.findall(r"platform\.(\w+);", source):
+        assert name in load_schema()["resources"][PLATFORM]["properties"]
+
+
+@pytest.mark.parametrize(
+    ("platform", "problem"),
+    [
+        ({"region": "us-east5", "tpuPools": []}, "TpuPlatform.platform.project: required"),
+        ({"project": "p", "region": "x", "tpuPools": [], "clusterr": {}}, "platform.clusterr: unknown property"),
+        ({"project": "p", "region": "${net.region}", "tpuPools": []}, "platform.region: takes a plain value"),
+        (
+            {"project": "p", "region": "r", "tpuPools": [{"topology": "4x5"}]},
+            "platform.tpuPools[0].topology: '4x5' is not one of 1x1",
+        ),
+        ({"project": "p", "region": "r", "tpuPools": [], "protect": "yes"}, "platform.protect: expected boolean"),
+    ],
+)
+def test_schema_check_catches_what_a_consumer_gets_wrong(platform: dict[str, Any], problem: str) -> None:
+    problems = check_component(load_schema(), PLATFORM, {"platform": platform})
+    assert any(problem in p for p in problems), problems
+
+
+def test_examples_readme_lists_every_example() -> None:
+    text = (EXAMPLES / "README.md").read_text()
+    for example in ("python/", "existing-cluster/", "yaml/", "typescript/"):
+        assert f"]({example})" in text
+    assert Path(EXAMPLES / "typescript" / "index.ts").exists()

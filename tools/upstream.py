@@ -194,8 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     get.add_argument("--base-url", default=DEFAULT_BASE_URL, help="mirror with raw.githubusercontent.com's layout")
     check = sub.add_parser("verify", help="check a directory against the lock without downloading")
     check.add_argument("--dir", type=Path, default=None)
+    for command in (get, check):
+        command.add_argument("--lock", type=Path, default=LOCK_FILE, help="lock file (default: upstream.lock.json)")
     ns = parser.parse_args(argv)
-    lock = load_lock()
+    lock = load_lock(ns.lock)
     if ns.command == "verify":
         root = ns.dir or data_dir()
         problems = verify(lock, root)

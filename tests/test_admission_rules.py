@@ -362,3 +362,61 @@ def test_kueue_rules_match_the_pinned_webhook_source() -> None:
     assert sorted(set(kinds)) == ["ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Workload"]
     # LocalQueue's webhook has no validator; any other kind we emit must have a mirrored checker.
     assert "ctrl.NewWebhookManagedBy(mgr, &kueue.LocalQueue{}).\n\t\tWithLogConstructor" in registered
+
+
+# --- what the reconciler writes at run time -----------------------------------------------------------------
+
+
+def test_reconciler_workload_writes_pass_the_workload_webhook_and_schema() -> None:
+    from hotswap.annotations import AnnotationKeys
+    from hotswap.config import HotswapConfig
+    from hotswap.kube.actuator import WorkloadChecks
+    from hotswap.planner.actions import ClearOp, HoldVictim, ObjectRef, RecordOp, ReleaseReason, ReleaseVictim
+    from tests.fakes.apiserver import merge_patch
+    from tests.hotswap_io import cluster
+    from tests.support.crd_validation import validate
+
+    keys = AnnotationKeys(HotswapConfig().annotation_domain)
+    checks = WorkloadChecks(keys)
+    js = cluster.jobset("victim", 2, "training-low")
+    js["metadata"]["uid"] = "u-1"
+    admitted = cluster.workload(js, 1_000_000)
+    admitted["apiVersion"], admitted["kind"] = "kueue.x-k8s.io/v1beta2", "Workload"
+    admitted["spec"]["podSets"][0]["template"] = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    admitted["status"]["admission"]["podSetAssignments"] = [
+        {
+            "name": "workers",
+            "count": 4,
+            "flavors": {"google.com/tpu": "v6e-4x4"},
+            "resourceUsage": {"google.com/tpu": "16"},
+        }
+    ]
+    for condition in admitted["status"]["conditions"]:
+        condition["message"] = condition["reason"]
+    assert validate(admitted).errors == (), validate(admitted).describe()
+    ref = ObjectRef("Workload", "team-a", admitted["metadata"]["name"], "u-2")
+    hold_annotations = {
+        keys.held_by: "team-a/jobset-preemptor",
+        keys.op_id: "op-1",
+        keys.held_since: "2026-12-03T17:00:00Z",
+    }
+    bodies = [
+        checks.hold(HoldVictim(ref, "op-1", ref, hold_annotations))[0],
+        checks.release(
+            ReleaseVictim(
+                ref, "op-1", ReleaseReason.CAPACITY, keys.victim_hold_keys(), {keys.released_at: "2026-12-03T17:05:00Z"}
+            )
+        )[0],
+        checks.record_op(RecordOp(ref, "op-1", {keys.op: "v1;op-1;pools=a,b"}))[0],
+        checks.clear_op(ClearOp(ref, "op-1", (keys.op,)))[0],
+    ]
+    current = admitted
+    for body in bodies:
+        updated = merge_patch(current, body)
+        assert ar.admission_problems(updated, old=current) == [], body
+        assert validate(updated).errors == (), body  # annotation keys, spec.active: what the API server checks
+        current = updated
+    assert current["spec"]["active"] is True
+    # The rule can fail: a write that touched podSets of an admitted Workload would be refused.
+    resized = merge_patch(admitted, {"spec": {"podSets": [{"name": "workers", "count": 1}]}})
+    assert [p.path for p in ar.admission_problems(resized, old=admitted)] == ["spec.podSets"]

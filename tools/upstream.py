@@ -139,8 +139,9 @@ def fetch(
 ) -> FetchReport:
     """Download every locked file missing or wrong under ``dest``; install them only if all match their digest.
 
-    Files are staged in a temporary directory beside ``dest`` and moved into place after every download
-    verified, so a failed run (network error, digest mismatch) leaves ``dest`` exactly as it was.
+    Files are staged in a temporary directory inside ``dest`` and moved into place only after every download
+    verified, so a failed run (network error, digest mismatch) stops at the first failure and leaves ``dest``
+    exactly as it was.
     """
     report = FetchReport([], [], [])
     todo = [e for e in lock.files if problem_with(e, dest) is not None]
@@ -160,12 +161,12 @@ def fetch(
             except OSError as exc:
                 report.refused.append(f"{entry.path}: download of {url} failed: {exc}")
                 progress(f"[{number}/{len(todo)}] {entry.path}: FAILED ({exc})")
-                continue
+                break  # nothing will be installed now, so stop instead of timing out on every file
             actual = sha256_of(staged)
             if actual != entry.sha256:
                 report.refused.append(f"{entry.path}: {url} has sha256 {actual}, the lock pins {entry.sha256}")
                 progress(f"[{number}/{len(todo)}] {entry.path}: REFUSED (sha256 mismatch)")
-                continue
+                break
             progress(f"[{number}/{len(todo)}] {entry.path}: {staged.stat().st_size} bytes, sha256 ok")
         if report.refused:
             return report

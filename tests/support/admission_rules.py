@@ -8,7 +8,8 @@ schema half is tests/support/crd_validation.py; this module is the webhook half,
   all off, ``pkg/features/features.go``).
 * Kueue v0.19.2's JobSet integration webhook (``pkg/controller/jobs/jobset/jobset_webhook.go``) and the checks it
   delegates to (``pkg/controller/jobframework/validation.go``).
-* Kueue v0.19.2 ``pkg/webhooks``: ClusterQueue, Cohort and ResourceFlavor validators. LocalQueue has a webhook
+* Kueue v0.19.2 ``pkg/webhooks``: ClusterQueue, Cohort and ResourceFlavor validators, and the Workload update
+  rule the reconciler's writes meet. LocalQueue has a webhook
   with no validator, and WorkloadPriorityClass and Topology have none (``pkg/webhooks/webhooks.go``).
 
 Each check names the upstream function it mirrors in ``Problem.rule``. Rules that depend on cluster state
@@ -541,6 +542,23 @@ def resource_flavor_problems(rf: Mapping[str, Any], old: Mapping[str, Any] | Non
     return out
 
 
+def _quota_reserved(workload: Mapping[str, Any]) -> bool:
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in conditions)
+
+
+def workload_problems(new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    """The part of WorkloadWebhook.ValidateUpdate (webhooks/workload_webhook.go ValidateWorkloadUpdate) that a
+    write of ours can break: a Workload holding quota keeps its podSets (validateImmutablePodSets, stricter here:
+    no podSet field may change). We never create Workloads (Kueue does), so create rules are not mirrored."""
+    if old is None or not _quota_reserved(old):
+        return []
+    if (new.get("spec") or {}).get("podSets") != (old.get("spec") or {}).get("podSets"):
+        rule = f"{KUEUE_WEBHOOKS}/workload_webhook.go validateImmutablePodSets"
+        return [Problem(rule, "spec.podSets", "field is immutable while the Workload holds quota")]
+    return []
+
+
 def _jobset_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
     if old is None:
         # Both webhooks see every JobSet; Kueue's only acts on those it manages, which ours all are (queue label).
@@ -561,6 +579,7 @@ CHECKERS: dict[tuple[str, str], Checker] = {
     ("kueue.x-k8s.io", "ClusterQueue"): cluster_queue_problems,
     ("kueue.x-k8s.io", "Cohort"): cohort_problems,
     ("kueue.x-k8s.io", "ResourceFlavor"): resource_flavor_problems,
+    ("kueue.x-k8s.io", "Workload"): workload_problems,  # the reconciler's hold/release writes
     ("kueue.x-k8s.io", "LocalQueue"): _no_validation,  # webhook registered without a validator
     ("kueue.x-k8s.io", "WorkloadPriorityClass"): _no_validation,  # no webhook
     ("kueue.x-k8s.io", "Topology"): _no_validation,  # no webhook

@@ -108,8 +108,10 @@ def test_builder_refuses_a_name_one_character_too_long(shape: tpu_shapes.SliceSh
 
 
 def test_builder_refuses_names_the_generated_job_names_cannot_start_with() -> None:
-    with pytest.raises(ValidationError, match="name"):
-        workload(name="1train")  # a DNS-1123 label, but Jobs named "1train-slice-0" are not DNS-1035 labels
+    # A DNS-1123 label, but Jobs named "1train-slice-0" are not DNS-1035 labels.
+    with pytest.raises(ValidationError, match=r"name\n.*'1train' is not a DNS-1035 label: .* starting with a letter"):
+        workload(name="1train")
+    assert ar.dns1035_label_problem(ar.gen_job_name("1train", "slice", 0)) is not None
 
 
 def test_old_rule_name_is_refused_by_the_jobset_webhook_and_the_new_one_accepted() -> None:

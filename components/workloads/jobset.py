@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from components import tpu_shapes
 from components.config.base import ConfigModel, problems_error
@@ -40,7 +41,6 @@ def longest_generated_pod_name(jobset: str, replicated_job: str, replicas: int, 
 
 class TpuJobSetSpec(ConfigModel):
     name: str = Field(
-        pattern=DNS1035_LABEL_PATTERN,
         max_length=DNS1035_LABEL_MAX,
         description="JobSet name: a DNS-1035 label short enough that every generated pod name fits 63 characters.",
     )
@@ -69,6 +69,16 @@ class TpuJobSetSpec(ConfigModel):
         description="Opt in to the reconciler failing this JobSet's pods stuck on unreachable nodes at once.",
     )
     protect: bool = Field(default=False, description="Never choose this JobSet as a hotswap victim.")
+
+    @field_validator("name")
+    @classmethod
+    def _dns1035(cls, value: str) -> str:
+        if not re.fullmatch(DNS1035_LABEL_PATTERN, value):
+            raise ValueError(
+                f"{value!r} is not a DNS-1035 label: use lowercase letters, digits and '-', starting with a letter "
+                "and ending with a letter or digit (JobSet names its child Jobs and Service after it)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> TpuJobSetSpec:

@@ -5,11 +5,12 @@ BIN := $(VENV)/bin
 STACK ?= dev
 PYTEST_ARGS ?=
 
-.PHONY: help venv preview test lint typecheck check bench clean
+.PHONY: help venv upstream preview test lint typecheck check bench clean
 
 help:
 	@echo "make preview [STACK=dev]  offline preview of a stack under Pulumi mocks (writes build/<stack>/)"
-	@echo "make test                 lint, type-check and the offline test suite"
+	@echo "make upstream             fetch the pinned Kueue/JobSet reference data the tests read (upstream.lock.json)"
+	@echo "make test                 lint, type-check and the offline test suite (needs make upstream or GKE_TPU_UPSTREAM_DIR)"
 	@echo "make bench                hotswap simulator and planner scaling benchmark (writes build/bench/)"
 	@echo "make clean                remove build output and the virtualenv"
 
@@ -28,6 +29,11 @@ $(CHECKOV):
 	.venv-checkov/bin/pip install --quiet --upgrade pip
 	.venv-checkov/bin/pip install --quiet 'checkov>=3.3,<4'
 
+# The tests read the real Kueue/JobSet CRDs, charts and webhook sources at the pinned tags, verified by sha256.
+# Offline machines point GKE_TPU_UPSTREAM_DIR at a directory of the same layout instead.
+upstream: venv
+	$(BIN)/python -m tools.upstream fetch
+
 preview: venv
 	$(BIN)/python -m tools.preview --stack $(STACK)
 
@@ -45,4 +51,4 @@ bench: venv
 	$(BIN)/python -m hotswap.sim bench --out build/bench
 
 clean:
-	rm -rf build $(VENV) .venv-checkov
+	rm -rf build $(VENV) .venv-checkov .cache/upstream

@@ -13,6 +13,7 @@ import yaml
 
 from tests.support import crd_validation as cv
 from tests.support import kube_schemas
+from tests.support.upstream_data import KUEUE_CRDS, KUEUE_V015_CRDS, reference_files
 
 REPO = Path(__file__).resolve().parents[1]
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
@@ -501,20 +502,20 @@ def test_assert_valid_lists_every_problem() -> None:
 
 
 def test_catalog_parses_only_requested_schemas() -> None:
-    catalog = cv.CrdCatalog(cv.default_crd_dirs())
+    catalog = cv.CrdCatalog(files=cv.default_crd_files())
     assert ("kueue.x-k8s.io", "Workload") in catalog.group_kinds()
     catalog.validate(LOCAL_QUEUE)
     assert [p.name for p in catalog.parsed_files] == ["kueue.x-k8s.io_localqueues.yaml"]
 
 
 def test_two_kueue_releases_in_one_catalog_are_refused(tmp_path: Path) -> None:
-    shared = cv.default_crd_dirs()[0].parent
+    both = [*reference_files(KUEUE_CRDS), *reference_files(KUEUE_V015_CRDS)]
     with pytest.raises(ValueError, match="defined twice"):
-        cv.CrdCatalog([shared / "kueue", shared / "kueue-v0.15.8"])
+        cv.CrdCatalog(files=both)
 
 
 def test_kueue_v0_15_lacks_concurrent_admission_policy() -> None:
-    old = cv.CrdCatalog([cv.default_crd_dirs()[0].parent / "kueue-v0.15.8"])
+    old = cv.CrdCatalog(files=reference_files(KUEUE_V015_CRDS))
     assert old.validate(CLUSTER_QUEUE).ok
     field_new_in_019 = mutated(CLUSTER_QUEUE, spec__concurrentAdmissionPolicy={})
     assert "spec.concurrentAdmissionPolicy" in old.validate(field_new_in_019).pruned_paths
@@ -577,7 +578,7 @@ def test_cli_validates_multi_document_yaml(tmp_path: Path) -> None:
             "-m",
             "tests.support.crd_validation",
             "--crds",
-            str(cv.default_crd_dirs()[0]),
+            str(reference_files(KUEUE_CRDS)[0].parent),
             str(bad),
         ],
         cwd=REPO,

@@ -63,7 +63,7 @@ def test_infrastructure_disruptions_do_not_burn_the_restart_budget() -> None:
     assert policy["maxRestarts"] == 5 and policy["restartStrategy"] == "BlockingRecreate"
     assert policy["rules"] == [
         {
-            "name": "restart-on-infrastructure-disruption",
+            "name": "restartOnInfrastructureDisruption",
             "action": "RestartJobSetAndIgnoreMaxRestarts",
             "onJobFailureReasons": ["PodFailurePolicy"],
         }

@@ -1,5 +1,6 @@
 """KueueJobSet: Kueue and JobSet from their official Helm charts, on the system node pool."""
 
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 import pulumi
@@ -25,6 +26,34 @@ def controllers_priority_class(config: PlatformConfig) -> dict[str, Any]:
         CONTROLLERS_PRIORITY_CLASS,
         "Kueue and JobSet controllers: above every TPU tier, so admission never waits on them.",
     )
+
+
+JOBSET_CONTROLLER_DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
+def _plain_mapping(value: object, where: str) -> dict[str, Any]:
+    # Chart v4 children arrive as rendered YAML (plain values); anything else means the chart changed shape.
+    if not isinstance(value, Mapping):
+        raise TypeError(f"JobSet controller Deployment: {where} is {type(value).__name__}, expected a mapping")
+    return dict(value)
+
+
+def jobset_controller_priority(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """Give the JobSet controller's pods the controllers' PriorityClass.
+
+    The JobSet chart (v0.12.0) has no priorityClassName value; a transform on the Chart reaches the rendered
+    Deployment (transforms, unlike transformations, apply to the children of packaged components like Chart v4).
+    The chart renders exactly one Deployment, the controller.
+    """
+    if args.type_ != JOBSET_CONTROLLER_DEPLOYMENT:
+        return None
+    props = dict(args.props)
+    spec = _plain_mapping(props.get("spec"), "spec")
+    template = _plain_mapping(spec.get("template"), "spec.template")
+    pod_spec = _plain_mapping(template.get("spec"), "spec.template.spec")
+    pod_spec["priorityClassName"] = CONTROLLERS_PRIORITY_CLASS
+    props["spec"] = {**spec, "template": {**template, "spec": pod_spec}}
+    return pulumi.ResourceTransformResult(props=props, opts=args.opts)
 
 
 class KueueJobSetArgs(TypedDict):
@@ -57,7 +86,12 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
 
 def jobset_values(config: PlatformConfig) -> dict[str, Any]:
     return {
-        "image": {"registry": "registry.k8s.io", "repository": "jobset/jobset", "tag": f"v{config.jobset.version}"},
+        # The chart renders `repository:tag` (it has no `registry` value), so the registry goes in `repository`.
+        "image": {
+            "repository": "registry.k8s.io/jobset/jobset",
+            "tag": f"v{config.jobset.version}",
+            "pullPolicy": "IfNotPresent",
+        },
         "controller": {
             "nodeSelector": system_node_selector(config),
             "resources": controller_resources(fleet_slices(config)),
@@ -90,7 +124,11 @@ class KueueJobSet(pulumi.ComponentResource):
             version=config.jobset.version,
             namespace=config.jobset.namespace,
             values=jobset_values(config),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*outer, self.jobset_ns]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[*outer, self.jobset_ns, self.priority_class],
+                transforms=[jobset_controller_priority],
+            ),
         )
         self.kueue = k8s.helm.v4.Chart(
             f"{name}-kueue",

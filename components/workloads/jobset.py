@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from components import tpu_shapes
 from components.config.base import ConfigModel, problems_error
@@ -17,14 +18,39 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 HOTSWAP_DOMAIN = "hotswap.gke-tpu-priority.io"
 FAST_FAIL_ANNOTATION = f"{HOTSWAP_DOMAIN}/fast-fail"
 PROTECT_ANNOTATION = f"{HOTSWAP_DOMAIN}/protect"
-INFRA_RULE = "restart-on-infrastructure-disruption"
+# JobSet's webhook (validateFailurePolicy) wants rule names matching ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$:
+# no hyphens, although the CRD schema does not say so.
+INFRA_RULE = "restartOnInfrastructureDisruption"
+REPLICATED_JOB = "slice"
+# JobSet names its child Jobs and pods from the JobSet name, and its webhook refuses a JobSet whose longest
+# generated pod name (plus the 5-character random suffix the Job controller appends) is not a DNS-1035 label.
+DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DNS1035_LABEL_MAX = 63
+POD_SUFFIX_PLACEHOLDER = "-abcde"
+
+
+def generated_job_name(jobset: str, replicated_job: str, job_index: int) -> str:
+    """Child Job name, as JobSet's placement.GenJobName builds it."""
+    return f"{jobset}-{replicated_job}-{job_index}"
+
+
+def longest_generated_pod_name(jobset: str, replicated_job: str, replicas: int, completions: int) -> str:
+    """The longest pod name JobSet's webhook checks: placement.GenPodName of the last Job and index, plus suffix."""
+    return f"{generated_job_name(jobset, replicated_job, replicas - 1)}-{completions - 1}{POD_SUFFIX_PLACEHOLDER}"
 
 
 class TpuJobSetSpec(ConfigModel):
-    name: str = Field(pattern=NAME_PATTERN, max_length=40, description="JobSet name.")
+    name: str = Field(
+        max_length=DNS1035_LABEL_MAX,
+        description="JobSet name: a DNS-1035 label short enough that every generated pod name fits 63 characters.",
+    )
     namespace: str = Field(pattern=NAME_PATTERN, max_length=63, description="Namespace (holds the LocalQueue).")
-    queue: str = Field(pattern=NAME_PATTERN, description="LocalQueue to submit to (`kueue.x-k8s.io/queue-name`).")
-    priority: str = Field(pattern=NAME_PATTERN, description="Priority tier: PriorityClass and WorkloadPriorityClass.")
+    queue: str = Field(
+        pattern=NAME_PATTERN, max_length=63, description="LocalQueue to submit to (`kueue.x-k8s.io/queue-name`)."
+    )
+    priority: str = Field(
+        pattern=NAME_PATTERN, max_length=63, description="Priority tier: PriorityClass and WorkloadPriorityClass."
+    )
     topology: str = Field(description=f"v6e slice topology: {', '.join(tpu_shapes.TOPOLOGIES)}.")
     machine_type: str | None = Field(default=None, description="Machine type; required for 2x4.")
     slices: int = Field(default=1, ge=1, le=256, description="Slices (one child Job per slice).")
@@ -44,12 +70,32 @@ class TpuJobSetSpec(ConfigModel):
     )
     protect: bool = Field(default=False, description="Never choose this JobSet as a hotswap victim.")
 
+    @field_validator("name")
+    @classmethod
+    def _dns1035(cls, value: str) -> str:
+        if not re.fullmatch(DNS1035_LABEL_PATTERN, value):
+            raise ValueError(
+                f"{value!r} is not a DNS-1035 label: use lowercase letters, digits and '-', starting with a letter "
+                "and ending with a letter or digit (JobSet names its child Jobs and Service after it)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _shape(self) -> TpuJobSetSpec:
         try:
             tpu_shapes.resolve_shape(self.topology, self.machine_type)
         except ValueError as exc:
             raise problems_error([f".topology: {exc}"]) from None
+        longest = longest_generated_pod_name(self.name, REPLICATED_JOB, self.slices, self.shape.vms)
+        if len(longest) > DNS1035_LABEL_MAX:
+            allowed = len(self.name) - (len(longest) - DNS1035_LABEL_MAX)
+            raise problems_error(
+                [
+                    f".name: {self.name!r} ({len(self.name)} characters) gives pod names of {len(longest)} characters "
+                    f"(e.g. {longest!r}) for {self.slices} slice(s) of {self.topology}; the JobSet webhook allows at "
+                    f"most {DNS1035_LABEL_MAX}: use a name of at most {allowed} characters or fewer slices"
+                ]
+            )
         return self
 
     @property
@@ -114,7 +160,7 @@ def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
             },
             "replicatedJobs": [
                 {
-                    "name": "slice",
+                    "name": REPLICATED_JOB,
                     "replicas": spec.slices,
                     "template": {
                         "spec": {

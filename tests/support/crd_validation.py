@@ -190,23 +190,30 @@ def _read_crd_header(path: Path, mtime_ns: int) -> tuple[str, str]:
 class CrdCatalog:
     """CRDs from one or more directories, indexed by (group, kind); schemas are parsed on first use."""
 
-    def __init__(self, directories: Iterable[str | os.PathLike[str]]) -> None:
+    def __init__(
+        self, directories: Iterable[str | os.PathLike[str]] = (), files: Iterable[str | os.PathLike[str]] = ()
+    ) -> None:
+        """CRDs from every YAML file in ``directories`` plus the given ``files``."""
         self.directories = tuple(Path(d) for d in directories)
         self._files: dict[tuple[str, str], Path] = {}
         self._parsed: set[Path] = set()
+        paths: list[Path] = []
         for directory in self.directories:
             if not directory.is_dir():
                 raise FileNotFoundError(f"CRD directory {directory} does not exist")
-            for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
-                key = _read_crd_header(path, path.stat().st_mtime_ns)
-                if not key[0]:
-                    continue
-                if key in self._files:
-                    raise ValueError(
-                        f"{key[1]}.{key[0]} is defined twice ({self._files[key]} and {path}); "
-                        "load one Kueue release directory at a time"
-                    )
-                self._files[key] = path
+            paths += sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+        paths += [Path(f) for f in files]
+        self._sources = self.directories or tuple(dict.fromkeys(p.parent for p in paths))
+        for path in paths:
+            key = _read_crd_header(path, path.stat().st_mtime_ns)
+            if not key[0]:
+                continue
+            if key in self._files:
+                raise ValueError(
+                    f"{key[1]}.{key[0]} is defined twice ({self._files[key]} and {path}); "
+                    "load one Kueue release directory at a time"
+                )
+            self._files[key] = path
 
     def group_kinds(self) -> list[tuple[str, str]]:
         return sorted(self._files)
@@ -261,29 +268,23 @@ class CrdCatalog:
         return validate_against(crd, obj, old)
 
     def _dirs_text(self) -> str:
-        return ", ".join(str(d) for d in self.directories)
+        return ", ".join(str(d) for d in self._sources)
 
 
-CRD_DIRS_ENV = "GKE_TPU_PRIORITY_CRD_DIRS"
-# The repo sits beside `shared/` (on developer machines and in CI alike).
-_SHARED_CRDS = Path(__file__).resolve().parents[3] / "shared" / "crds"
+def default_crd_files() -> list[Path]:
+    """The locked Kueue v0.19.2 and JobSet v0.12.0 CRD files, digest-checked (see tools/upstream.py)."""
+    from tests.support import upstream_data
 
-
-def default_crd_dirs() -> list[Path]:
-    """CRD directories from ``$GKE_TPU_PRIORITY_CRD_DIRS`` (os.pathsep-separated), else Kueue + JobSet."""
-    configured = os.environ.get(CRD_DIRS_ENV)
-    if configured:
-        return [Path(p) for p in configured.split(os.pathsep) if p]
-    repo_copy = Path(__file__).resolve().parents[2] / "crds"
-    candidates = [repo_copy, _SHARED_CRDS, Path("/work/shared/crds")]
-    base = next((c for c in candidates if (c / "kueue").is_dir()), _SHARED_CRDS)
-    return [base / "kueue", base / "jobset"]
+    return [
+        *upstream_data.reference_files(upstream_data.KUEUE_CRDS),
+        *upstream_data.reference_files(upstream_data.JOBSET_CRDS),
+    ]
 
 
 @functools.cache
 def default_catalog() -> CrdCatalog:
     """Kueue v0.19.2 and JobSet v0.12.0, cached for the process."""
-    return CrdCatalog(default_crd_dirs())
+    return CrdCatalog(files=default_crd_files())
 
 
 def validate(obj: Mapping[str, Any], catalog: CrdCatalog | None = None) -> ValidationResult:

@@ -1,0 +1,629 @@
+"""Offline mirror of the admission webhooks our objects meet: the rules a CRD schema does not state.
+
+kube-apiserver accepts a custom resource only after the CRD schema *and* every validating webhook agree. The
+schema half is tests/support/crd_validation.py; this module is the webhook half, for the pinned releases:
+
+* JobSet v0.12.0 ``pkg/webhooks/jobset_webhook.go`` (``jobSetWebhook.ValidateCreate``/``ValidateUpdate``,
+  ``validateFailurePolicy``), with JobSet's default feature gates (InPlaceRestart, RestartJob, ElasticJobSet
+  all off, ``pkg/features/features.go``).
+* Kueue v0.19.2's JobSet integration webhook (``pkg/controller/jobs/jobset/jobset_webhook.go``) and the checks it
+  delegates to (``pkg/controller/jobframework/validation.go``).
+* Kueue v0.19.2 ``pkg/webhooks``: ClusterQueue, Cohort and ResourceFlavor validators, and the Workload update
+  rule the reconciler's writes meet. LocalQueue has a webhook
+  with no validator, and WorkloadPriorityClass and Topology have none (``pkg/webhooks/webhooks.go``).
+
+Each check names the upstream function it mirrors in ``Problem.rule``. Rules that depend on cluster state
+(existing PVCs, default LocalQueues) or on feature gates we do not enable are out of scope; they are listed in
+:data:`NOT_MIRRORED` so the omission is explicit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from tests.support.crd_validation import (
+    dns1123_label_problem,
+    dns1123_subdomain_problem,
+    label_value_problem,
+    qualified_name_problem,
+)
+
+JOBSET_WEBHOOK = "jobset v0.12.0 pkg/webhooks/jobset_webhook.go"
+KUEUE_JOBFRAMEWORK = "kueue v0.19.2 pkg/controller/jobframework/validation.go"
+KUEUE_WEBHOOKS = "kueue v0.19.2 pkg/webhooks"
+
+MAX_INT32 = 2**31 - 1
+DNS1035_MAX = 63
+
+# jobset_webhook.go: ruleNameFmt, minRuleNameLength, maxRuleNameLength, validOnJobFailureReasons,
+# maxReplicasPerReplicatedJob. (tests/test_admission_rules.py checks these against the locked source.)
+FAILURE_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+FAILURE_RULE_NAME_LENGTH = (1, 128)
+JOB_FAILURE_REASONS = (
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "FailedIndexes",
+    "MaxFailedIndexesExceeded",
+    "PodFailurePolicy",
+)
+RESTART_JOB_ACTIONS = ("RestartJob", "RestartJobAndIgnoreMaxRestarts")
+# The webhook appends this to the deterministic pod name to stand for the Job controller's random suffix.
+POD_NAME_SUFFIX = "-abcde"
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+
+NOT_MIRRORED = (
+    "jobset validateVolumeClaimPolicies: reads existing PVCs (we emit no volumeClaimPolicies)",
+    "jobset validateCoordinator/validateCoordinatorLabelValue (we set no coordinator)",
+    "kueue ApplyDefaultLocalQueue/validateUpdateForQueueName default-queue branch: needs cluster state",
+    "kueue validateTopologyRequest: only with TopologyAwareScheduling annotations, which we do not emit",
+    "kueue ValidateElasticJobAnnotation, AdmissionGatedBy: annotations we do not emit",
+)
+
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One refusal the real webhook would return."""
+
+    rule: str
+    path: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.detail} [{self.rule}]"
+
+
+def dns1035_label_problem(value: str) -> str | None:
+    """k8s.io/apimachinery validation.IsDNS1035Label."""
+    if len(value) > DNS1035_MAX:
+        return f"must be no more than {DNS1035_MAX} characters"
+    if not _DNS1035_LABEL.match(value):
+        return (
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+            "alphabetic character, and end with an alphanumeric character"
+        )
+    return None
+
+
+def gen_job_name(jobset: str, replicated_job: str, job_index: int) -> str:
+    """jobset pkg/util/placement.GenJobName."""
+    return f"{jobset}-{replicated_job}-{job_index}"
+
+
+def gen_pod_name(jobset: str, replicated_job: str, job_index: str, pod_index: str) -> str:
+    """jobset pkg/util/placement.GenPodName."""
+    return f"{jobset}-{replicated_job}-{job_index}-{pod_index}"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Kubernetes quantities (for Kueue's quota checks)
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
+_SUFFIX = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{f"{p}i": Decimal(1024) ** (i + 1) for i, p in enumerate("KMGTPE")},
+}
+
+
+def parse_quantity(value: Any) -> Decimal:
+    """A resource.Quantity's value (``32``, ``"500m"``, ``"1Gi"``, ``"1e3"``); ValueError if malformed."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a quantity")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(str(value))
+    if not match:
+        raise ValueError(f"{value!r} is not a quantity")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        if suffix[:1] in ("e", "E"):
+            return Decimal(number + suffix)
+        return Decimal(number) * _SUFFIX[suffix]
+    except InvalidOperation as exc:
+        raise ValueError(f"{value!r} is not a quantity") from exc
+
+
+# --------------------------------------------------------------------------------------------------------
+# JobSet (JobSet's own webhook, then Kueue's JobSet integration)
+
+
+def _rjob_spec(rjob: Mapping[str, Any]) -> Mapping[str, Any]:
+    return rjob.get("template", {}).get("spec", {}) or {}
+
+
+def jobset_create_problems(js: Mapping[str, Any]) -> list[Problem]:
+    """jobSetWebhook.ValidateCreate (JobSet v0.12.0, default feature gates)."""
+    rule = f"{JOBSET_WEBHOOK} ValidateCreate"
+    out: list[Problem] = []
+    name = str(js.get("metadata", {}).get("name", ""))
+    spec = js.get("spec", {}) or {}
+    failure_policy = spec.get("failurePolicy")
+    if failure_policy and failure_policy.get("restartStrategy") == "InPlaceRestart":
+        out.append(Problem(rule, "spec.failurePolicy.restartStrategy", "InPlaceRestart needs a feature gate"))
+    rjobs = spec.get("replicatedJobs") or []
+    if rjobs and rjobs[0].get("dependsOn") is not None:
+        out.append(Problem(rule, "spec.replicatedJobs[0].dependsOn", "DependsOn can't be set for the first job"))
+    subdomain = (spec.get("network") or {}).get("subdomain")
+    if subdomain:
+        for check in (dns1123_subdomain_problem, dns1035_label_problem):
+            if (detail := check(subdomain)) is not None:
+                out.append(Problem(rule, "spec.network.subdomain", f"{subdomain!r}: {detail}"))
+    managed_by = spec.get("managedBy")
+    if managed_by is not None:
+        prefix, slash, rest = str(managed_by).partition("/")
+        if not slash or not rest or dns1123_subdomain_problem(prefix) or len(managed_by) > 63:
+            out.append(Problem(rule, "spec.managedBy", f"{managed_by!r}: a domain-prefixed path of <= 63 chars"))
+    seen: set[str] = set()
+    for index, rjob in enumerate(rjobs):
+        path = f"spec.replicatedJobs[{index}]"
+        rname = str(rjob.get("name", ""))
+        seen.add(rname)
+        replicas = int(rjob.get("replicas", 1))
+        job = _rjob_spec(rjob)
+        if int(job.get("parallelism", 1)) * replicas > MAX_INT32:
+            out.append(Problem(rule, path, f"replicas x parallelism exceeds {MAX_INT32}"))
+        group = str(rjob.get("groupName", "default"))  # the CRD defaults groupName before webhooks run
+        if (detail := dns1035_label_problem(group)) is not None:
+            out.append(Problem(rule, f"{path}.groupName", f"{group!r}: {detail}"))
+        longest_job = gen_job_name(name, rname, replicas - 1)
+        if (detail := dns1035_label_problem(longest_job)) is not None:
+            out.append(Problem(rule, f"{path}.name", f"generated Job name {longest_job!r}: {detail}"))
+        if job.get("completionMode") == "Indexed" and job.get("completions") is not None:
+            pod = gen_pod_name(name, rname, str(replicas - 1), str(int(job["completions"]) - 1)) + POD_NAME_SUFFIX
+            if (detail := dns1035_label_problem(pod)) is not None:
+                out.append(Problem(rule, f"{path}.name", f"generated pod name {pod!r}: {detail}"))
+        for dep in rjob.get("dependsOn") or []:
+            if dep.get("name") not in seen - {rname}:
+                out.append(Problem(rule, f"{path}.dependsOn", f"cannot depend on {dep.get('name')!r}"))
+    for target in (spec.get("successPolicy") or {}).get("targetReplicatedJobs") or []:
+        if target not in seen:
+            out.append(Problem(rule, "spec.successPolicy", f"targetReplicatedJobs names unknown job {target!r}"))
+    if failure_policy:
+        out += failure_policy_problems(failure_policy, rjobs)
+    return out
+
+
+def failure_policy_problems(policy: Mapping[str, Any], rjobs: list[Mapping[str, Any]]) -> list[Problem]:
+    """validateFailurePolicy."""
+    rule = f"{JOBSET_WEBHOOK} validateFailurePolicy"
+    rules = policy.get("rules") or []
+    if any(r.get("action") in RESTART_JOB_ACTIONS for r in rules):
+        return [Problem(rule, "spec.failurePolicy.rules", "RestartJob actions need the RestartJob feature gate")]
+    out: list[Problem] = []
+    names = {str(r.get("name", "")) for r in rjobs}
+    seen: dict[str, list[int]] = {}
+    low, high = FAILURE_RULE_NAME_LENGTH
+    for index, item in enumerate(rules):
+        path = f"spec.failurePolicy.rules[{index}]"
+        # The mutating webhook names unnamed rules failurePolicyRule<i> before validation.
+        rule_name = str(item.get("name") or f"failurePolicyRule{index}")
+        if not low <= len(rule_name) <= high:
+            out.append(Problem(rule, f"{path}.name", f"length {len(rule_name)} is outside {low}..{high}"))
+        seen.setdefault(rule_name, []).append(index)
+        if not FAILURE_RULE_NAME.match(rule_name):
+            out.append(
+                Problem(
+                    rule,
+                    f"{path}.name",
+                    f"{rule_name!r} must start with a letter, then letters, digits or '_,:', "
+                    "and end with a letter, digit or '_'",
+                )
+            )
+        for target in item.get("targetReplicatedJobs") or []:
+            if target not in names:
+                out.append(Problem(rule, f"{path}.targetReplicatedJobs", f"unknown replicatedJob {target!r}"))
+        for reason in item.get("onJobFailureReasons") or []:
+            if reason not in JOB_FAILURE_REASONS:
+                out.append(Problem(rule, f"{path}.onJobFailureReasons", f"{reason!r} is not a Job failure reason"))
+    for rule_name, indices in seen.items():
+        if len(indices) > 1:
+            out.append(Problem(rule, "spec.failurePolicy.rules", f"rules {indices} share the name {rule_name!r}"))
+    return out
+
+
+def _suspended(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("spec") or {}).get("suspend", False))
+
+
+def jobset_update_problems(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Problem]:
+    """jobSetWebhook.ValidateUpdate: replicatedJobs and managedBy are immutable, except the pod template's
+    labels, annotations, nodeSelector, tolerations and schedulingGates while the JobSet is (being) suspended."""
+    rule = f"{JOBSET_WEBHOOK} ValidateUpdate"
+    out: list[Problem] = []
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    mutable = ("nodeSelector", "tolerations", "schedulingGates")
+
+    def munged(rjobs: list[Mapping[str, Any]], masked: bool) -> list[Any]:
+        result = []
+        for rjob in rjobs:
+            copy = _deep_copy(rjob)
+            template = copy.get("template", {}).get("spec", {}).get("template")
+            if masked and isinstance(template, dict):
+                template.get("metadata", {}).pop("labels", None)
+                template.get("metadata", {}).pop("annotations", None)
+                for key in mutable:
+                    template.get("spec", {}).pop(key, None)
+            result.append(copy)
+        return result
+
+    masked = _suspended(old) or _suspended(new)
+    if munged(new_spec.get("replicatedJobs") or [], masked) != munged(old_spec.get("replicatedJobs") or [], masked):
+        out.append(Problem(rule, "spec.replicatedJobs", "field is immutable"))
+    if new_spec.get("managedBy") != old_spec.get("managedBy"):
+        out.append(Problem(rule, "spec.managedBy", "field is immutable"))
+    return out
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def kueue_job_create_problems(job: Mapping[str, Any]) -> list[Problem]:
+    """jobframework.ValidateJobOnCreate, as Kueue's JobSet webhook runs it."""
+    out: list[Problem] = []
+    labels = _labels(job)
+    for label, function in (
+        (QUEUE_LABEL, "ValidateQueueName"),
+        (PREBUILT_WORKLOAD_LABEL, "ValidatePrebuiltWorkloadName"),
+    ):
+        if label in labels and (detail := dns1123_subdomain_problem(labels[label])) is not None:
+            out.append(Problem(f"{KUEUE_JOBFRAMEWORK} {function}", f"metadata.labels[{label}]", detail))
+    if MAX_EXEC_TIME_LABEL in labels:
+        raw = labels[MAX_EXEC_TIME_LABEL]
+        if not re.fullmatch(r"[+-]?[0-9]+", raw) or int(raw) <= 0:
+            out.append(
+                Problem(
+                    f"{KUEUE_JOBFRAMEWORK} validateCreateForMaxExecTime",
+                    f"metadata.labels[{MAX_EXEC_TIME_LABEL}]",
+                    f"{raw!r} must be an integer > 0",
+                )
+            )
+    return out
+
+
+def kueue_job_update_problems(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Problem]:
+    """jobframework.ValidateJobOnUpdate (then ValidateJobOnCreate on the new object)."""
+    out: list[Problem] = []
+    old_labels, new_labels = _labels(old), _labels(new)
+    suspended = _suspended(new)
+    if not suspended and old_labels.get(QUEUE_LABEL, "") != new_labels.get(QUEUE_LABEL, ""):
+        out.append(
+            Problem(f"{KUEUE_JOBFRAMEWORK} validateUpdateForQueueName", f"metadata.labels[{QUEUE_LABEL}]", "immutable")
+        )
+    old_wpc, new_wpc = old_labels.get(PRIORITY_CLASS_LABEL, ""), new_labels.get(PRIORITY_CLASS_LABEL, "")
+    rule = f"{KUEUE_JOBFRAMEWORK} ValidateUpdateForWorkloadPriorityClassName"
+    if not suspended and not old_wpc and new_wpc:
+        out.append(Problem(rule, f"metadata.labels[{PRIORITY_CLASS_LABEL}]", "cannot be added to a running workload"))
+    if old_wpc and not new_wpc:
+        out.append(Problem(rule, f"metadata.labels[{PRIORITY_CLASS_LABEL}]", "cannot be removed from a workload"))
+    if (not suspended or not _suspended(old)) and old_labels.get(MAX_EXEC_TIME_LABEL) != new_labels.get(
+        MAX_EXEC_TIME_LABEL
+    ):
+        out.append(
+            Problem(
+                f"{KUEUE_JOBFRAMEWORK} validateUpdateForMaxExecTime",
+                f"metadata.labels[{MAX_EXEC_TIME_LABEL}]",
+                "immutable",
+            )
+        )
+    return out + kueue_job_create_problems(new)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Kueue queues and flavors
+
+
+def _label_selector_problems(selector: Any, path: str, rule: str) -> list[Problem]:
+    """apimachinery metav1validation.ValidateLabelSelector."""
+    out: list[Problem] = []
+    if selector is None:
+        return out
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if (detail := qualified_name_problem(key)) is not None:
+            out.append(Problem(rule, f"{path}.matchLabels", detail))
+        if (detail := label_value_problem(str(value))) is not None:
+            out.append(Problem(rule, f"{path}.matchLabels[{key}]", detail))
+    for index, expr in enumerate(selector.get("matchExpressions") or []):
+        epath = f"{path}.matchExpressions[{index}]"
+        operator, values = expr.get("operator"), expr.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            out.append(Problem(rule, f"{epath}.values", f"must be specified when operator is {operator}"))
+        elif operator in ("Exists", "DoesNotExist") and values:
+            out.append(Problem(rule, f"{epath}.values", f"may not be specified when operator is {operator}"))
+        elif operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            out.append(Problem(rule, f"{epath}.operator", f"{operator!r} is not a valid selector operator"))
+        if (detail := qualified_name_problem(str(expr.get("key", "")))) is not None:
+            out.append(Problem(rule, f"{epath}.key", detail))
+    return out
+
+
+def _resource_groups_problems(groups: list[Mapping[str, Any]], *, has_parent: bool, is_cohort: bool) -> list[Problem]:
+    """validateResourceGroups / validateFlavorQuotas / validateLimit / validateLendingLimit (webhooks/clusterqueue)."""
+    rule = f"{KUEUE_WEBHOOKS}/clusterqueue_webhook.go validateResourceGroups"
+    out: list[Problem] = []
+    seen_resources: set[str] = set()
+    seen_flavors: set[str] = set()
+    for gi, group in enumerate(groups):
+        gpath = f"spec.resourceGroups[{gi}]"
+        covered = [str(r) for r in group.get("coveredResources") or []]
+        for ri, resource in enumerate(covered):
+            if (detail := qualified_name_problem(resource)) is not None:
+                out.append(
+                    Problem(
+                        f"{KUEUE_WEBHOOKS}/common.go validateResourceName", f"{gpath}.coveredResources[{ri}]", detail
+                    )
+                )
+            if resource in seen_resources:
+                out.append(Problem(rule, f"{gpath}.coveredResources[{ri}]", f"duplicate {resource!r}"))
+            seen_resources.add(resource)
+        for fi, flavor in enumerate(group.get("flavors") or []):
+            fpath = f"{gpath}.flavors[{fi}]"
+            if flavor.get("name") in seen_flavors:
+                out.append(Problem(rule, f"{fpath}.name", f"duplicate {flavor.get('name')!r}"))
+            seen_flavors.add(str(flavor.get("name")))
+            for qi, quota in enumerate((flavor.get("resources") or [])[: len(covered)]):
+                qpath = f"{fpath}.resources[{qi}]"
+                if quota.get("name") != covered[qi]:
+                    out.append(Problem(rule, f"{qpath}.name", "must match the name in coveredResources"))
+                out += _quantity_problems(quota.get("nominalQuota", 0), f"{qpath}.nominalQuota", rule)
+                for limit in ("borrowingLimit", "lendingLimit"):
+                    if quota.get(limit) is None:
+                        continue
+                    out += _quantity_problems(quota[limit], f"{qpath}.{limit}", rule)
+                    if not has_parent:
+                        parent = "parent" if is_cohort else "cohort"
+                        out.append(Problem(rule, f"{qpath}.{limit}", f"must be nil when {parent} is empty"))
+                if quota.get("lendingLimit") is not None and not is_cohort:
+                    try:
+                        if parse_quantity(quota["lendingLimit"]) > parse_quantity(quota.get("nominalQuota", 0)):
+                            out.append(Problem(rule, f"{qpath}.lendingLimit", "must be <= the nominalQuota"))
+                    except ValueError:
+                        pass  # reported as a malformed quantity already
+    return out
+
+
+def _quantity_problems(value: Any, path: str, rule: str) -> list[Problem]:
+    try:
+        if parse_quantity(value) < 0:
+            return [Problem(rule, path, "must be greater than or equal to 0")]
+    except ValueError as exc:
+        return [Problem(rule, path, str(exc))]
+    return []
+
+
+def _fair_sharing_problems(fair_sharing: Any, path: str) -> list[Problem]:
+    """validateFairSharing (webhooks/common.go)."""
+    rule = f"{KUEUE_WEBHOOKS}/common.go validateFairSharing"
+    if not fair_sharing or fair_sharing.get("weight") is None:
+        return []
+    weight = parse_quantity(fair_sharing["weight"])
+    if weight < 0:
+        return [Problem(rule, path, "weight must be greater than or equal to 0")]
+    if 0 < weight <= Decimal("1e-9"):
+        return [Problem(rule, path, "When not 0, weight must be > 10e-9")]
+    return []
+
+
+def cluster_queue_problems(cq: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    """ClusterQueueWebhook.ValidateCreate/ValidateUpdate (validateClusterQueueSpec and friends)."""
+    rule = f"{KUEUE_WEBHOOKS}/clusterqueue_webhook.go"
+    spec = cq.get("spec") or {}
+    groups = spec.get("resourceGroups") or []
+    out = _resource_groups_problems(groups, has_parent=bool(spec.get("cohortName")), is_cohort=False)
+    out += _label_selector_problems(
+        spec.get("namespaceSelector"), "spec.namespaceSelector", f"{rule} ValidateLabelSelector"
+    )
+    preemption = spec.get("preemption") or {}
+    borrow = (preemption.get("borrowWithinCohort") or {}).get("policy")
+    if preemption.get("reclaimWithinCohort") == "Never" and borrow is not None and borrow != "Never":
+        out.append(
+            Problem(
+                f"{rule} validatePreemption",
+                "spec.preemption",
+                "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
+            )
+        )
+    fungibility = spec.get("flavorFungibility") or {}
+    if fungibility.get("preference") is not None and (
+        fungibility.get("whenCanBorrow", "MayStopSearch") != "TryNextFlavor"
+        or fungibility.get("whenCanPreempt", "TryNextFlavor") != "TryNextFlavor"
+    ):
+        out.append(
+            Problem(
+                f"{rule} validateFlavorFungibility",
+                "spec.flavorFungibility.preference",
+                "requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor",
+            )
+        )
+    out += _fair_sharing_problems(spec.get("fairSharing"), "spec.fairSharing")
+    flavors = sum(len(g.get("flavors") or []) for g in groups)
+    if flavors > 256:
+        out.append(Problem(f"{rule} validateTotalFlavors", "spec.resourceGroups", f"{flavors} flavors > 256"))
+    covered = sum(len(g.get("coveredResources") or []) for g in groups)
+    if covered > 256:
+        out.append(
+            Problem(f"{rule} validateTotalCoveredResources", "spec.resourceGroups", f"{covered} resources > 256")
+        )
+    for gi, group in enumerate(groups):
+        combos = sum(len(f.get("resources") or []) for f in group.get("flavors") or [])
+        if combos > 512:
+            out.append(
+                Problem(f"{rule} validateFlavorResourceCombinations", f"spec.resourceGroups[{gi}]", f"{combos} > 512")
+            )
+    all_flavors = {str(f.get("name")) for g in groups for f in g.get("flavors") or []}
+    for ci, check in enumerate((spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []):
+        for fi, flavor in enumerate(check.get("onFlavors") or []):
+            if flavor not in all_flavors:
+                out.append(
+                    Problem(
+                        f"{rule} validateAdmissionCheckOnFlavors",
+                        f"spec.admissionChecksStrategy.admissionChecks[{ci}].onFlavors[{fi}]",
+                        f"{flavor!r} is not a flavor of this ClusterQueue",
+                    )
+                )
+    if old is not None and (old.get("spec") or {}).get("concurrentAdmissionPolicy") != spec.get(
+        "concurrentAdmissionPolicy"
+    ):
+        out.append(
+            Problem(f"{rule} ValidateClusterQueueUpdate", "spec.concurrentAdmissionPolicy", "field is immutable")
+        )
+    return out
+
+
+def cohort_problems(cohort: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    """CohortWebhook.ValidateCreate/ValidateUpdate (validateCohort)."""
+    del old  # the update check is the create check
+    spec = cohort.get("spec") or {}
+    out = _fair_sharing_problems(spec.get("fairSharing"), "spec.fairSharing")
+    return out + _resource_groups_problems(
+        spec.get("resourceGroups") or [], has_parent=bool(spec.get("parentName")), is_cohort=True
+    )
+
+
+def resource_flavor_problems(rf: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    """ValidateResourceFlavor (nodeLabels, nodeTaints, tolerations)."""
+    del old
+    rule = f"{KUEUE_WEBHOOKS}/resourceflavor_webhook.go ValidateResourceFlavor"
+    spec = rf.get("spec") or {}
+    out: list[Problem] = []
+    for key, value in (spec.get("nodeLabels") or {}).items():
+        if (detail := qualified_name_problem(key)) is not None:
+            out.append(Problem(rule, "spec.nodeLabels", detail))
+        if (detail := label_value_problem(str(value))) is not None:
+            out.append(Problem(rule, f"spec.nodeLabels[{key}]", detail))
+    seen: set[tuple[str, str]] = set()
+    for index, taint in enumerate(spec.get("nodeTaints") or []):
+        path = f"spec.nodeTaints[{index}]"
+        key = str(taint.get("key", ""))
+        if (detail := qualified_name_problem(key)) is not None:
+            out.append(Problem(rule, f"{path}.key", detail))
+        if (detail := label_value_problem(str(taint.get("value", "")))) is not None:
+            out.append(Problem(rule, f"{path}.value", detail))
+        pair = (key, str(taint.get("effect", "")))
+        if pair in seen:
+            out.append(Problem(rule, path, "taints must be unique by key and effect pair"))
+        seen.add(pair)
+    for index, toleration in enumerate(spec.get("tolerations") or []):
+        key = str(toleration.get("key") or "")
+        if key and (detail := qualified_name_problem(key)) is not None:
+            out.append(
+                Problem(
+                    f"{KUEUE_WEBHOOKS}/workload_webhook.go validateTolerations",
+                    f"spec.tolerations[{index}].key",
+                    detail,
+                )
+            )
+    return out
+
+
+def _quota_reserved(workload: Mapping[str, Any]) -> bool:
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in conditions)
+
+
+def workload_problems(new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    """The part of WorkloadWebhook.ValidateUpdate (webhooks/workload_webhook.go ValidateWorkloadUpdate) that a
+    write of ours can break: a Workload holding quota keeps its podSets (validateImmutablePodSets, stricter here:
+    no podSet field may change). We never create Workloads (Kueue does), so create rules are not mirrored."""
+    if old is None or not _quota_reserved(old):
+        return []
+    if (new.get("spec") or {}).get("podSets") != (old.get("spec") or {}).get("podSets"):
+        rule = f"{KUEUE_WEBHOOKS}/workload_webhook.go validateImmutablePodSets"
+        return [Problem(rule, "spec.podSets", "field is immutable while the Workload holds quota")]
+    return []
+
+
+def _jobset_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    if old is None:
+        # Both webhooks see every JobSet; Kueue's only acts on those it manages, which ours all are (queue label).
+        return jobset_create_problems(obj) + kueue_job_create_problems(obj)
+    return jobset_update_problems(old, obj) + jobset_create_problems(obj) + kueue_job_update_problems(old, obj)
+
+
+def _no_validation(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    del obj, old
+    return []
+
+
+Checker = Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Problem]]
+
+# Every custom resource kind we may emit, and its webhook; a new kind must be added here deliberately.
+CHECKERS: dict[tuple[str, str], Checker] = {
+    ("jobset.x-k8s.io", "JobSet"): _jobset_problems,
+    ("kueue.x-k8s.io", "ClusterQueue"): cluster_queue_problems,
+    ("kueue.x-k8s.io", "Cohort"): cohort_problems,
+    ("kueue.x-k8s.io", "ResourceFlavor"): resource_flavor_problems,
+    ("kueue.x-k8s.io", "Workload"): workload_problems,  # the reconciler's hold/release writes
+    ("kueue.x-k8s.io", "LocalQueue"): _no_validation,  # webhook registered without a validator
+    ("kueue.x-k8s.io", "WorkloadPriorityClass"): _no_validation,  # no webhook
+    ("kueue.x-k8s.io", "Topology"): _no_validation,  # no webhook
+}
+WEBHOOK_GROUPS = frozenset(group for group, _ in CHECKERS)
+
+
+class UnmirroredKindError(LookupError):
+    """An object of a webhook-guarded API group whose kind has no entry in CHECKERS."""
+
+
+def admission_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    """What the pinned releases' validating webhooks would refuse in ``obj`` (an update of ``old`` if given).
+
+    Kinds outside Kueue's and JobSet's groups are not theirs to judge and yield no problems; an unknown kind in
+    those groups raises, so nothing new is emitted unchecked.
+    """
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    if group not in WEBHOOK_GROUPS:
+        return []
+    checker = CHECKERS.get((group, str(obj.get("kind", ""))))
+    if checker is None:
+        raise UnmirroredKindError(f"no admission rules mirrored for {obj.get('kind')}.{group}; add them to CHECKERS")
+    return checker(obj, old)
+
+
+def problems_in(objects: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per problem across many objects, naming each object."""
+    return [
+        f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}: {problem}"
+        for obj in objects
+        for problem in admission_problems(obj)
+    ]
+
+
+__all__ = [
+    "CHECKERS",
+    "NOT_MIRRORED",
+    "Problem",
+    "admission_problems",
+    "dns1035_label_problem",
+    "dns1123_label_problem",
+    "gen_job_name",
+    "gen_pod_name",
+    "parse_quantity",
+    "problems_in",
+]

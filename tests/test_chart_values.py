@@ -1,0 +1,139 @@
+"""Chart values contract: every value a stack passes to the Kueue and JobSet charts is one their templates read,
+has the type of the chart's default, and the controller images resolve to the official registry."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+
+from components import kueue as kueue_component
+from components.config import parse_platform_config
+from components.kueue import CONTROLLERS_PRIORITY_CLASS, jobset_values
+from tests.conftest import STACKS, stack_run
+from tests.support import chart_values as cv
+from tests.support.upstream_data import JOBSET_CHART, KUEUE_CHART, reference_file, reference_files
+from tools.manifests import unwrap_secrets
+from tools.mock_runtime import load_stack_config, run_program
+
+OFFICIAL_REGISTRY = "registry.k8s.io"
+CHARTS = {"jobset": JOBSET_CHART, "kueue": KUEUE_CHART}
+CONTROLLER_TEMPLATES = {"jobset": "templates/controller/deployment.yaml", "kueue": "templates/manager/manager.yaml"}
+EXPECTED_IMAGES = {"jobset": "registry.k8s.io/jobset/jobset:v0.12.0", "kueue": "registry.k8s.io/kueue/kueue:v0.19.2"}
+
+
+@functools.cache
+def chart_reads(chart: str) -> cv.ChartReads:
+    root = CHARTS[chart]
+    return cv.scan_templates(reference_file(f"{root}/Chart.yaml").parent, reference_files(f"{root}/templates"))
+
+
+def stack_values(stack: str, chart: str) -> dict[str, Any]:
+    (resource,) = [
+        r
+        for r in stack_run(stack).resources
+        if r.type == "kubernetes:helm.sh/v4:Chart" and r.name.endswith(f"-{chart}")
+    ]
+    values: dict[str, Any] = unwrap_secrets(resource.inputs["values"])
+    return values
+
+
+@pytest.mark.parametrize("chart", sorted(CHARTS))
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_value_a_stack_passes_is_read_by_the_chart(stack: str, chart: str) -> None:
+    values = stack_values(stack, chart)
+    reads = chart_reads(chart)
+    assert cv.unread_values(values, reads) == [], f"{chart} chart ignores these values from stack {stack}"
+    assert cv.type_mismatches(values, reads) == []
+
+
+@pytest.mark.parametrize("chart", sorted(CHARTS))
+@pytest.mark.parametrize("stack", STACKS)
+def test_controller_images_come_from_the_official_registry(stack: str, chart: str) -> None:
+    template = reference_file(f"{CHARTS[chart]}/{CONTROLLER_TEMPLATES[chart]}")
+    images = cv.rendered_images(template, stack_values(stack, chart), chart_reads(chart))
+    assert images == [EXPECTED_IMAGES[chart]]
+    assert cv.image_registry(images[0]) == OFFICIAL_REGISTRY
+
+
+def test_the_values_before_issue_10_are_caught() -> None:
+    """The JobSet values we used to pass: `image.registry` is not a value of this chart; the image is Docker Hub's."""
+    old = {
+        "image": {"registry": "registry.k8s.io", "repository": "jobset/jobset", "tag": "v0.12.0"},
+        "controller": {"nodeSelector": {"a": "b"}},
+        "prometheus": {"enable": False},
+    }
+    reads = chart_reads("jobset")
+    assert cv.unread_values(old, reads) == ["image.registry"]
+    template = reference_file(f"{JOBSET_CHART}/templates/controller/deployment.yaml")
+    (image,) = cv.rendered_images(template, old, reads)
+    assert image == "jobset/jobset:v0.12.0" and cv.image_registry(image) == "docker.io"
+
+
+def test_the_scanner_sees_leaf_and_subtree_reads() -> None:
+    jobset, kueue = chart_reads("jobset"), chart_reads("kueue")
+    assert ("image", "repository") in jobset.leaf and ("controller", "nodeSelector") in jobset.subtree
+    assert ("controllerManager", "manager", "priorityClassName") in kueue.leaf
+    assert ("controllerManager", "manager", "resources") in kueue.subtree
+    assert kueue.is_read(("controllerManager", "manager", "resources", "limits", "cpu"))
+    # A leaf read does not make the keys below it read, and the JobSet chart has no priorityClassName at all.
+    assert not kueue.is_read(("controllerManager", "replicas", "max"))
+    assert cv.unread_values({"controller": {"priorityClassName": "x"}}, jobset) == ["controller.priorityClassName"]
+    assert cv.type_mismatches({"controller": {"replicas": "2"}}, jobset) == [
+        "controller.replicas: we pass a string, the chart's default is a number"
+    ]
+
+
+# --- the JobSet controller's priority ---------------------------------------------------------------------
+
+
+def _deployment(type_: str = "kubernetes:apps/v1:Deployment") -> pulumi.ResourceTransformArgs:
+    props = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "jobset-controller-manager", "namespace": "jobset-system"},
+        "spec": {"template": {"spec": {"containers": [{"name": "controller"}], "nodeSelector": {"a": "b"}}}},
+    }
+    return pulumi.ResourceTransformArgs(
+        custom=True, type_=type_, name="jobset-controller", props=props, opts=pulumi.ResourceOptions()
+    )
+
+
+def test_transform_gives_the_jobset_controller_the_controllers_priority_class() -> None:
+    result = kueue_component.jobset_controller_priority(_deployment())
+    assert result is not None
+    pod = result.props["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == CONTROLLERS_PRIORITY_CLASS
+    assert pod["nodeSelector"] == {"a": "b"} and pod["containers"] == [{"name": "controller"}]
+    assert kueue_component.jobset_controller_priority(_deployment("kubernetes:core/v1:Service")) is None
+
+
+def test_the_jobset_chart_carries_the_transform_and_waits_for_the_priority_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, pulumi.ResourceOptions] = {}
+    real_chart = k8s.helm.v4.Chart
+
+    def recording_chart(name: str, *args: Any, **kwargs: Any) -> Any:
+        seen[name] = kwargs["opts"]
+        return real_chart(name, *args, **kwargs)
+
+    monkeypatch.setattr(kueue_component.k8s.helm.v4, "Chart", recording_chart)
+    run = run_program("dev")
+    (jobset_name,) = [n for n in seen if n.endswith("-jobset")]
+    assert seen[jobset_name].transforms == [kueue_component.jobset_controller_priority]
+    chart = next(r for r in run.resources if r.name == jobset_name)
+    priority_class = next(r for r in run.resources if r.name.endswith("-controllers-pc"))
+    assert priority_class.urn in chart.dependencies
+
+
+def test_jobset_values_pin_the_official_image() -> None:
+    config = parse_platform_config(load_stack_config("dev")["gke-tpu-priority:platform"])
+    assert jobset_values(config)["image"] == {
+        "repository": "registry.k8s.io/jobset/jobset",
+        "tag": f"v{config.jobset.version}",
+        "pullPolicy": "IfNotPresent",
+    }

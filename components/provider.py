@@ -18,7 +18,16 @@ def hosted_components() -> list[type[ComponentResource]]:
     from components.reconciler import HotswapReconciler
     from components.workloads import TpuJobSet
 
-    return [TpuPlatform, TpuCluster, KueueJobSet, PriorityTiers, TpuQueues, HotswapReconciler, TpuAdmissionPolicy, TpuJobSet]
+    return [
+        TpuPlatform,
+        TpuCluster,
+        KueueJobSet,
+        PriorityTiers,
+        TpuQueues,
+        HotswapReconciler,
+        TpuAdmissionPolicy,
+        TpuJobSet,
+    ]
 
 
 def main() -> None:

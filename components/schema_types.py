@@ -545,7 +545,7 @@ class TpuJobSetSpec(TypedDict):
     """A TPU v6e training workload submitted through Kueue."""
 
     name: str
-    """JobSet name."""
+    """JobSet name: a DNS-1035 label short enough that every generated pod name fits 63 characters."""
     namespace: str
     """Namespace (holds the LocalQueue)."""
     queue: str

@@ -154,6 +154,10 @@ class WorkloadChecks:
             if not _condition_true(current, "Admitted"):
                 # Holding a Workload Kueue already evicted frees nothing (I6).
                 return _Abandon("workload no longer admitted")
+            if _condition_true(current, "Evicted"):
+                # Kueue keeps Admitted and QuotaReserved True until an evicted job has no active pods: its
+                # slices are already being freed for someone else and must not be credited to this op (I6).
+                return _Abandon("workload is being evicted by Kueue")
             return body
 
         return body, check

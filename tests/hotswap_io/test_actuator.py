@@ -329,3 +329,29 @@ async def test_hold_of_a_workload_kueue_evicted_meanwhile_is_abandoned(
     (outcome,) = await actuator.execute(plan_of(hold(low)))
     assert (outcome.result, outcome.detail) == (Result.ABANDONED, "workload no longer admitted")
     assert api.writes("r") == []
+
+
+async def test_hold_of_a_workload_kueue_is_evicting_is_abandoned(api: FakeApiServer, make_client: ClientFactory) -> None:
+    """Kueue keeps Admitted and QuotaReserved True while an evicted Workload still has active pods (issue 11.4):
+    Evicted=True alone says Kueue is already preempting it, so its slices must not be credited to an op."""
+    low = seed_workload(api, "low")
+    api.patch(
+        WORKLOADS,
+        "low",
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Admitted", "status": "True"},
+                    {"type": "QuotaReserved", "status": "True"},
+                    {"type": "Evicted", "status": "True", "reason": "Preempted"},
+                ]
+            }
+        },
+        NS,
+    )
+    actuator = make_actuator(await make_client("r"))
+    (outcome,) = await actuator.execute(plan_of(hold(low)))
+    assert (outcome.result, outcome.detail) == (Result.ABANDONED, "workload is being evicted by Kueue")
+    assert api.writes("r") == []
+    assert api.get(WORKLOADS, "low", NS)["spec"]["active"] is True  # type: ignore[index]
+

@@ -181,14 +181,22 @@ class WorkloadChecks:
         return body, check
 
     def record_op(self, action: RecordOp) -> tuple[JsonObj, Check]:
-        body: JsonObj = {"metadata": {"annotations": dict(action.set_annotations)}}
+        wanted = action.annotations()
+        body: JsonObj = {"metadata": {"annotations": wanted}}
 
         def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
             if _uid(current) != action.workload.uid:
                 return _Abandon("workload was replaced (uid changed)")
             annotations = _annotations(current)
-            if all(annotations.get(k) == v for k, v in action.set_annotations.items()):
+            if all(annotations.get(k) == v for k, v in wanted.items()):
                 return _Done("operation already recorded")
+            raw = annotations.get(action.key)
+            found = OpRecord.decode(raw) if isinstance(raw, str) else None
+            if found != action.seen:
+                # Another pass (or replica) rewrote the record since this plan's snapshot: writing ours would
+                # name a different victim set while the other's victims stay held. Drop it; the next pass
+                # re-plans from what is recorded.
+                return _Abandon(f"operation record changed since the plan (now {found.op_id if found else 'none'})")
             return body
 
         return body, check

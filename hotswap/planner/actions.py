@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from hotswap.annotations import OpRecord
+
 
 def make_op_id(preemptor_uid: str, attempt: int) -> str:
     """Deterministic op id for one preemptor attempt."""
@@ -70,11 +72,34 @@ class ReleaseVictim:
 
 @dataclass(frozen=True, slots=True)
 class RecordOp:
-    """Write the preemptor's open-operation annotation (reserved slices, victims)."""
+    """Write the preemptor's open-operation record (reserved slices, victims) to its annotation `key`.
+
+    Typed: the record is encoded only at the I/O edge (`annotations`). `seen` is the record the planner read
+    from the snapshot (None: none); on a conflict the write goes on only while the object still carries that
+    record, so a pass planned on a stale cache never overwrites another pass's victim set.
+    """
 
     workload: ObjectRef
-    op_id: str
-    set_annotations: Mapping[str, str]
+    op: OpRecord
+    key: str
+    """The op annotation key (`AnnotationKeys.op` of the configured domain)."""
+    seen: OpRecord | None = None
+
+    @property
+    def op_id(self) -> str:
+        return self.op.op_id
+
+    @property
+    def reserved(self) -> tuple[str, ...]:
+        return self.op.reserved
+
+    @property
+    def victims(self) -> tuple[str, ...]:
+        return self.op.victims
+
+    def annotations(self) -> dict[str, str]:
+        """The merge-patch annotations this action writes."""
+        return {self.key: self.op.encode()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,11 +100,7 @@ def hold_fenced(world: World, ledger: Ledger, newcomer: Unit, preemptor: Unit, o
 
 
 def record_action(world: World, preemptor: Unit, op: OpRecord) -> RecordOp:
-    return RecordOp(
-        workload=preemptor.workload_ref(),
-        op_id=op.op_id,
-        set_annotations={world.keys.op: op.encode()},
-    )
+    return RecordOp(workload=preemptor.workload_ref(), op=op, key=world.keys.op, seen=preemptor.op)
 
 
 def _clear(world: World, unit: Unit, op: OpRecord, reason: EventReason, message: str, ledger: Ledger) -> None:

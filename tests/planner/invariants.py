@@ -159,7 +159,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
 
     held_after = {jobset_key(w) for w in after.workloads if keys.held_by in w.annotations and not w.active}
     for record in records.values():
-        op = OpRecord.decode(record.set_annotations[keys.op])
+        op = record.op
         preemptor = workloads.get(record.workload.key)
         if op is None or preemptor is None:
             problems.append(f"malformed op record {record}")

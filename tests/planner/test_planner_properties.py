@@ -105,7 +105,7 @@ def test_newcomers_on_reserved_slices_keep_the_invariants(
     reserved = sorted(
         pool
         for a in first.actions
-        if isinstance(a, RecordOp) and (op := OpRecord.decode(a.set_annotations[KEYS.op])) is not None
+        if isinstance(a, RecordOp) and (op := a.op) is not None
         for pool in op.reserved
     )
     assume(reserved)
@@ -177,7 +177,7 @@ def test_admission_fence_holds_only_fresh_lower_priority_work_that_never_ran(
     ops = {
         a.workload.key: op
         for a in first.actions
-        if isinstance(a, RecordOp) and (op := OpRecord.decode(a.set_annotations[KEYS.op])) is not None
+        if isinstance(a, RecordOp) and (op := a.op) is not None
     }
     reserved = sorted(pool for op in ops.values() for pool in op.reserved)
     assume(reserved)

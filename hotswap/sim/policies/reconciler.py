@@ -145,7 +145,7 @@ class ReconcilerPolicy:
                 job.annotations.update(action.set_annotations)
                 sim.reactivate(job)
             elif isinstance(action, RecordOp):
-                job.annotations.update(action.set_annotations)
+                job.annotations.update(action.annotations())
                 job.rv += 1
             elif isinstance(action, ClearOp):
                 _remove(job, action.remove_annotations)

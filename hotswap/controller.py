@@ -168,7 +168,9 @@ class Controller:
         )
 
     def _namespaces(self, kind: ResourceKind) -> list[str | None]:
-        if kind.namespaced and self.config.namespaces:
+        # Workloads are watched everywhere: one held in a namespace since dropped from `namespaces` must still
+        # be seen to be released (whatever the reconciler holds, it can give back).
+        if kind.namespaced and self.config.namespaces and kind != WORKLOADS:
             return list(self.config.namespaces)
         return [None]
 

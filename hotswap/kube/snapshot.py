@@ -254,7 +254,9 @@ def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None)
             )
         )
         template_annotations = _str_map(_dict(_dict(item.get("template")).get("metadata")).get("annotations"))
-        job_exclusive = template_annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY) or annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY)
+        job_exclusive = template_annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY) or annotations.get(
+            JOBSET_EXCLUSIVE_TOPOLOGY
+        )
         exclusive = exclusive or job_exclusive
         node_selector = node_selector or _node_selector_strategy(annotations, template_annotations, job_exclusive)
         class_name = _str(pod_spec.get("priorityClassName"))

@@ -42,6 +42,9 @@ class ReleaseReason(StrEnum):
     CAPACITY = "capacity"
     PREEMPTOR_GONE = "preemptor-gone"
     MAX_HOLD = "max-hold"
+    OUT_OF_SCOPE = "out-of-scope"
+    """The held Workload's JobSet is no longer in the reconciler's view (`namespaces` or label selector
+    changed, or the JobSet is gone): whatever it holds, it must always be able to give back (I10)."""
     REACTIVATED_EXTERNALLY = "reactivated-externally"
     """Someone set `spec.active=true` on a held Workload: drop our hold annotations, don't fight (C11)."""
 

@@ -7,8 +7,8 @@ from datetime import datetime
 
 from hotswap.annotations import format_time, parse_time
 from hotswap.config import ReleaseOnPreemptorGone
-from hotswap.model import SliceShape
-from hotswap.planner.actions import Decision, EventReason, ReleaseReason, ReleaseVictim
+from hotswap.model import SliceShape, Workload
+from hotswap.planner.actions import Decision, EventReason, ObjectRef, ReleaseReason, ReleaseVictim
 from hotswap.planner.disruption import supply
 from hotswap.planner.ops import Ledger
 from hotswap.planner.preempt import Blocked, free_slices
@@ -34,6 +34,32 @@ def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, 
             victim.jobset_ref(),
             f"released ({reason.value}): {note}",
             wl.annotations.get(keys.op_id, ""),
+        )
+    )
+
+
+def _release_stray(world: World, ledger: Ledger, wl: Workload) -> None:
+    """Release a held Workload whose JobSet is outside the view: no rule (capacity, preemptor, maxHold) can
+    be evaluated for it, and nothing else would ever give it back."""
+    keys = world.keys
+    op_id = wl.annotations.get(keys.op_id, "")
+    ref = ObjectRef("Workload", wl.namespace, wl.name, wl.uid, wl.resource_version)
+    ledger.actions.append(
+        ReleaseVictim(
+            workload=ref,
+            op_id=op_id,
+            reason=ReleaseReason.OUT_OF_SCOPE,
+            remove_annotations=keys.victim_hold_keys(),
+            set_annotations={keys.released_at: format_time(world.now)},
+        )
+    )
+    ledger.events.append(
+        Decision(
+            EventReason.VICTIM_RELEASED,
+            ObjectRef("Workload", wl.namespace, wl.name, wl.uid),
+            f"released ({ReleaseReason.OUT_OF_SCOPE.value}): its JobSet is outside the reconciler's namespaces "
+            "or label selector, or gone",
+            op_id,
         )
     )
 
@@ -70,7 +96,9 @@ def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]
 def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
     """Append release actions; returns how many victims are released."""
     config, now = world.config, world.now
-    released = 0
+    for stray in sorted(world.stray_held, key=lambda w: w.key):
+        _release_stray(world, ledger, stray)
+    released = len(world.stray_held)
     waiting: list[tuple[Unit, bool, datetime]] = []
     held = sorted(
         (u for u in world.units.values() if u.held_by is not None and u.workload is not None),

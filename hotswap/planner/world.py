@@ -151,6 +151,9 @@ class World:
     nodes: dict[str, Node]
     orphan_workloads: list[Workload]
     """Workloads whose JobSet is not in the snapshot (deleted, or not a JobSet)."""
+    stray_held: list[Workload] = field(default_factory=list)
+    """Workloads carrying our `held-by` annotation whose JobSet is not a unit: outside `namespaces` or the
+    label selector (the configuration shrank), or gone. No rule can reason about them, so they are released."""
     slice_failures: dict[str, list[datetime | None]] = field(default_factory=dict)
     """Suspect slice → when JobSet pods failed on it (None: unknown); see `confirm_failures`."""
     unbound: dict[str, datetime] = field(default_factory=dict)
@@ -336,6 +339,11 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
         and (not namespaces or wl.namespace in namespaces)
     ]
+    stray_held = [
+        wl
+        for wl in snapshot.workloads
+        if wl.annotations.get(held_by_key) and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+    ]
     return World(
         now=now,
         config=config,
@@ -346,6 +354,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         node_pool_of=node_pool_of,
         nodes=nodes,
         orphan_workloads=orphans,
+        stray_held=stray_held,
         slice_failures=failures,
         unbound=unbound,
     )

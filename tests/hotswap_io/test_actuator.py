@@ -331,7 +331,9 @@ async def test_hold_of_a_workload_kueue_evicted_meanwhile_is_abandoned(
     assert api.writes("r") == []
 
 
-async def test_hold_of_a_workload_kueue_is_evicting_is_abandoned(api: FakeApiServer, make_client: ClientFactory) -> None:
+async def test_hold_of_a_workload_kueue_is_evicting_is_abandoned(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
     """Kueue keeps Admitted and QuotaReserved True while an evicted Workload still has active pods (issue 11.4):
     Evicted=True alone says Kueue is already preempting it, so its slices must not be credited to an op."""
     low = seed_workload(api, "low")

@@ -244,6 +244,15 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
                 f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice, a priority inversion or starvation"
             )
 
+    # I10 (whatever the reconciler holds it can give back): a held Workload whose JobSet is outside the view
+    # (namespace not configured, or no such JobSet) falls under no other rule, so it is released at once.
+    released_now = {a.workload.key for a in plan.actions if isinstance(a, ReleaseVictim)}
+    for wl in snapshot.workloads:
+        owner = jobsets.get(wl.owner_jobset_uid or "")
+        outside = owner is None or bool(config.namespaces and owner.namespace not in config.namespaces)
+        if wl.annotations.get(keys.held_by) and outside and wl.key not in released_now:
+            problems.append(f"I10 {wl.key} is held outside the reconciler's view and not released")
+
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)
         if released is None or keys.held_by not in released.annotations:

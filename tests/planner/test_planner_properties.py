@@ -8,7 +8,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from hotswap.annotations import AnnotationKeys, OpRecord
+from hotswap.annotations import AnnotationKeys
 from hotswap.config import HotswapConfig, Scope
 from hotswap.model import ClusterSnapshot, PodPhase
 from hotswap.planner import plan
@@ -103,10 +103,7 @@ def test_newcomers_on_reserved_slices_keep_the_invariants(
     first = plan(snapshot, T0, config)
     state = apply_actions(snapshot, first.actions, T0)
     reserved = sorted(
-        pool
-        for a in first.actions
-        if isinstance(a, RecordOp) and (op := a.op) is not None
-        for pool in op.reserved
+        pool for a in first.actions if isinstance(a, RecordOp) and (op := a.op) is not None for pool in op.reserved
     )
     assume(reserved)
     pool = reserved[pick % len(reserved)]
@@ -174,11 +171,7 @@ def test_admission_fence_holds_only_fresh_lower_priority_work_that_never_ran(
     config = HotswapConfig()
     first = plan(snapshot, T0, config)
     state = apply_actions(snapshot, first.actions, T0)
-    ops = {
-        a.workload.key: op
-        for a in first.actions
-        if isinstance(a, RecordOp) and (op := a.op) is not None
-    }
+    ops = {a.workload.key: op for a in first.actions if isinstance(a, RecordOp) and (op := a.op) is not None}
     reserved = sorted(pool for op in ops.values() for pool in op.reserved)
     assume(reserved)
     fleet = _editable(state)

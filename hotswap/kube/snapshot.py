@@ -342,7 +342,17 @@ def cluster_queue_from(obj: JsonObj, tas_flavors: frozenset[str] = frozenset()) 
         for group in _list(spec.get("resourceGroups"))
         for flavor in _list(_dict(group).get("flavors"))
     }
-    return ClusterQueue(name=name, cohort_name=_str(spec.get("cohortName")), uses_tas=bool(flavors & tas_flavors))
+    return ClusterQueue(
+        name=name,
+        cohort_name=_str(spec.get("cohortName")),
+        uses_tas=bool(flavors & tas_flavors),
+        reclaim_any=_dict(spec.get("preemption")).get("reclaimWithinCohort") == "Any",
+        borrowing=any(
+            _dict(resource).get("borrowed") not in (None, 0, "0")
+            for usage in _list(_dict(obj.get("status")).get("flavorsReservation"))
+            for resource in _list(_dict(usage).get("resources"))
+        ),
+    )
 
 
 def tas_flavor_names(flavors: Iterable[JsonObj], topologies: Iterable[JsonObj]) -> frozenset[str]:

@@ -81,6 +81,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             ops_aborted=ledger.aborted,
             victims_held=held,
             victims_released=released,
+            releases_deferred=ledger.deferred,
             held_workloads=max(0, held_now),
         ),
         next_wakeup=_wakeup(world, ledger),

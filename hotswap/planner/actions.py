@@ -179,6 +179,9 @@ class Diagnostics:
     ops_aborted: int = 0
     victims_held: int = 0
     victims_released: int = 0
+    releases_deferred: int = 0
+    """Held victims that fit free capacity but stay held: under `reclaimWithinCohort: Any` their admission could
+    evict a borrowing JobSet of higher priority (released by maxHold, or once nothing higher borrows)."""
     held_workloads: int = 0
     notes: tuple[str, ...] = ()
 

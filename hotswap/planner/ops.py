@@ -44,6 +44,8 @@ class Ledger:
     fenced: int = 0
     """Fresh admissions held by the admission fence this pass (C12, before their pods land)."""
     inverted: int = 0
+    deferred: int = 0
+    """Capacity releases deferred because Kueue's `reclaimWithinCohort: Any` could evict higher-priority work."""
     """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
     taken_over: dict[str, str] = field(default_factory=dict)
     """Preemptor uid → why: held this pass by a strictly higher preemptor that needs its slice (I9); its op is

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from hotswap.annotations import format_time, parse_time
@@ -93,6 +93,49 @@ def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]
     return booked
 
 
+def reclaim_exposed(world: World) -> Callable[[Unit], Unit | None]:
+    """Under `reclaimWithinCohort: Any` Kueue admits a workload that fits its queue's nominal quota by evicting
+    borrowing workloads of other queues in the cohort irrespective of priority: a victim released then could
+    evict the very JobSet it was held for. Returns, per victim, a running unit of strictly higher Kueue priority
+    such an admission could evict (None: the release is safe as far as the snapshot tells).
+
+    A held victim was evicted, so Kueue cleared its admission and its queue is usually unknown: then every
+    `Any` queue of a borrower's cohort other than the borrower's own counts. Hierarchical cohorts are matched
+    by cohort name only.
+    """
+    any_queues: dict[str, set[str]] = {}
+    for queue in world.queues.values():
+        if queue.reclaim_any and queue.cohort_name is not None:
+            any_queues.setdefault(queue.cohort_name, set()).add(queue.name)
+    if not any_queues:
+        return lambda _victim: None
+    borrowers = sorted(
+        (
+            u
+            for u in world.units.values()
+            if u.running_in_kueue
+            and (q := u.cluster_queue) is not None
+            and q.borrowing
+            and q.cohort_name in any_queues
+            and any_queues[q.cohort_name] - {q.name}
+        ),
+        key=lambda u: (-u.kueue_priority, u.key),
+    )
+
+    def exposed(victim: Unit) -> Unit | None:
+        own = victim.cluster_queue
+        for borrower in borrowers:
+            queue = borrower.cluster_queue
+            assert queue is not None and queue.cohort_name is not None
+            if borrower.kueue_priority <= victim.kueue_priority:
+                break  # sorted by priority: nobody further is higher
+            if own is None or (own.reclaim_any and own.cohort_name == queue.cohort_name and own.name != queue.name):
+                return borrower
+        return None
+
+    return exposed
+
+
 def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
     """Append release actions; returns how many victims are released."""
     config, now = world.config, world.now
@@ -100,6 +143,7 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
         _release_stray(world, ledger, stray)
     released = len(world.stray_held)
     waiting: list[tuple[Unit, bool, datetime]] = []
+    exposed = reclaim_exposed(world)
     held = sorted(
         (u for u in world.units.values() if u.held_by is not None and u.workload is not None),
         key=lambda u: u.key,
@@ -119,7 +163,7 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
         preemptor = world.units.get(victim.held_by.uid)
         gone = preemptor is None or not preemptor.running_in_kueue
         op = ledger.open_ops.get(victim.held_by.uid)
-        if gone and config.release_on_preemptor_gone is ReleaseOnPreemptorGone.IMMEDIATE:
+        if gone and config.release_on_preemptor_gone is ReleaseOnPreemptorGone.IMMEDIATE and exposed(victim) is None:
             _release(world, ledger, victim, ReleaseReason.PREEMPTOR_GONE, "preemptor finished or gone")
             released += 1
             continue
@@ -134,6 +178,9 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
                 free.remove(pool)
     waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
     for victim, gone, _since in waiting:
+        if exposed(victim) is not None:
+            ledger.deferred += 1
+            continue  # maxHold stays the backstop
         taken = _take(world, free, victim.demand)
         if taken is None:
             continue  # no over-release; lower-priority victims may still fit smaller shapes

@@ -151,6 +151,8 @@ class World:
     nodes: dict[str, Node]
     orphan_workloads: list[Workload]
     """Workloads whose JobSet is not in the snapshot (deleted, or not a JobSet)."""
+    queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    """ClusterQueues by name."""
     stray_held: list[Workload] = field(default_factory=list)
     """Workloads carrying our `held-by` annotation whose JobSet is not a unit: outside `namespaces` or the
     label selector (the configuration shrank), or gone. No rule can reason about them, so they are released."""
@@ -354,6 +356,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         node_pool_of=node_pool_of,
         nodes=nodes,
         orphan_workloads=orphans,
+        queues=queues,
         stray_held=stray_held,
         slice_failures=failures,
         unbound=unbound,

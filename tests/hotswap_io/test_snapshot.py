@@ -329,3 +329,33 @@ def test_node_selector_strategy_follows_jobset_on_metadata_and_replicated_job_te
     assert js is not None
     assert js.exclusive_topology == "cloud.google.com/gke-nodepool"
     assert js.node_selector_strategy is static
+
+
+@pytest.mark.parametrize(
+    ("preemption", "reservation", "reclaim_any", "borrowing"),
+    [
+        (
+            {"reclaimWithinCohort": "Any"},
+            [{"name": "v6e", "resources": [{"name": "google.com/tpu", "total": "64", "borrowed": "16"}]}],
+            True,
+            True,
+        ),
+        (
+            {"reclaimWithinCohort": "LowerPriority"},
+            [{"name": "v6e", "resources": [{"name": "google.com/tpu", "total": "64", "borrowed": "0"}]}],
+            False,
+            False,
+        ),
+        ({}, [{"name": "v6e", "resources": [{"name": "google.com/tpu", "total": "64"}]}], False, False),
+    ],
+)
+def test_cluster_queue_reclaim_policy_and_borrowing(
+    preemption: dict[str, str], reservation: list[dict[str, Any]], reclaim_any: bool, borrowing: bool
+) -> None:
+    cq = {
+        "metadata": {"name": "cq"},
+        "spec": {"cohortName": "tpu", "preemption": preemption, "resourceGroups": []},
+        "status": {"flavorsReservation": reservation},
+    }
+    parsed = cluster_queue_from(cq)
+    assert parsed is not None and (parsed.reclaim_any, parsed.borrowing) == (reclaim_any, borrowing)

@@ -22,6 +22,7 @@ from hotswap.planner.actions import (
     HoldVictim,
     Plan,
     RecordOp,
+    ReleaseReason,
     ReleaseVictim,
     make_op_id,
 )
@@ -252,6 +253,32 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         outside = owner is None or bool(config.namespaces and owner.namespace not in config.namespaces)
         if wl.annotations.get(keys.held_by) and outside and wl.key not in released_now:
             problems.append(f"I10 {wl.key} is held outside the reconciler's view and not released")
+
+    # Kueue's reclaimWithinCohort Any: a released victim that fits its queue's nominal quota evicts borrowers of
+    # other queues of the cohort irrespective of priority. Capacity and preemptor-gone releases must not expose
+    # a running, strictly higher borrower (maxHold and reactivation are not the planner's choice).
+    queues = {q.name: q for q in snapshot.cluster_queues}
+    for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
+        released = workloads.get(release.workload.key)
+        if released is None or release.reason not in (ReleaseReason.CAPACITY, ReleaseReason.PREEMPTOR_GONE):
+            continue
+        own = queues.get(released.cluster_queue or "")
+        for other in snapshot.workloads:
+            borrower = queues.get(other.cluster_queue or "")
+            if (
+                borrower is None
+                or not borrower.borrowing
+                or borrower.cohort_name is None
+                or (other.priority or 0) <= (released.priority or 0)
+                or not other.active
+                or not any(c.type == "Admitted" and c.status is ConditionStatus.TRUE for c in other.conditions)
+            ):
+                continue
+            reclaimers = [
+                q for q in queues.values() if q.reclaim_any and q.cohort_name == borrower.cohort_name and q != borrower
+            ]
+            if (own is None and reclaimers) or own in reclaimers:
+                problems.append(f"{released.key} released while reclaimWithinCohort Any could evict {other.key}")
 
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)

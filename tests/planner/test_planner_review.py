@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from hotswap.annotations import AnnotationKeys, format_time
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, JobSet
+from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone
+from hotswap.model import ClusterQueue, ClusterSnapshot, JobSet
 from hotswap.planner import plan
 from hotswap.planner.actions import HoldVictim, Plan, ReleaseReason, ReleaseVictim
 from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
@@ -78,3 +81,54 @@ def test_held_workload_in_view_keeps_the_normal_rules() -> None:
     result = run(fleet.snapshot(), config)
     assert ReleaseReason.OUT_OF_SCOPE not in releases(result).values()
     assert not any(isinstance(a, HoldVictim) for a in result.actions)
+
+
+# --- 5. reclaimWithinCohort: Any ------------------------------------------------------------------------------
+
+
+def reclaim_fleet(any_queue: bool, borrowing: bool, admission_known: bool) -> Fleet:
+    """`high` (1000) runs on a0 in queue `b`; `low` (10, queue `a`) is held for it with no pod; v0 is free."""
+    fleet = Fleet().slices("a0", "v0")
+    fleet.queues["a"] = ClusterQueue("a", "tpu", reclaim_any=any_queue)
+    fleet.queues["b"] = ClusterQueue("b", "tpu", borrowing=borrowing)
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 1), ["a0"], 1000, cluster_queue="b")
+    low = fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), [], 10, cluster_queue="a")
+    held_by_us(fleet, low, preemptor=f"ml/high/{high.uid}/0")
+    if not admission_known:  # Kueue evicted the held Workload: no admission, no queue
+        fleet.set_workload(replace(fleet.workload_of(low), cluster_queue=None, conditions=()))
+    return fleet
+
+
+@pytest.mark.parametrize("admission_known", [True, False])
+def test_release_is_deferred_while_reclaim_any_could_evict_a_higher_borrower(admission_known: bool) -> None:
+    """Issue 11.5: `low`'s queue reclaims with `Any`; `high` borrows in the same cohort. Released onto free v0,
+    `low` fits its queue's nominal quota and Kueue would evict `high` for it, irrespective of priority."""
+    result = run(reclaim_fleet(any_queue=True, borrowing=True, admission_known=admission_known).snapshot())
+    assert releases(result) == {}
+    assert result.diagnostics.releases_deferred == 1
+
+
+@pytest.mark.parametrize(("any_queue", "borrowing"), [(False, True), (True, False)])
+def test_release_by_capacity_when_reclaim_cannot_evict_higher_work(any_queue: bool, borrowing: bool) -> None:
+    fleet = reclaim_fleet(any_queue=any_queue, borrowing=borrowing, admission_known=True)
+    result = run(fleet.snapshot())
+    assert list(releases(result).values()) == [ReleaseReason.CAPACITY]
+    assert result.diagnostics.releases_deferred == 0
+
+
+def test_max_hold_still_releases_a_deferred_victim() -> None:
+    fleet = reclaim_fleet(any_queue=True, borrowing=True, admission_known=False)
+    low = fleet.workload_of(next(j for j in fleet.jobsets.values() if j.name == "low"))
+    expired = format_time(T0 - CFG.max_hold - timedelta(seconds=1))
+    fleet.set_workload(replace(low, annotations={**low.annotations, KEYS.held_since: expired}))
+    assert list(releases(run(fleet.snapshot())).values()) == [ReleaseReason.MAX_HOLD]
+
+
+def test_release_when_the_preemptor_is_gone_is_deferred_too() -> None:
+    """`releaseOnPreemptorGone: Immediate`: the released victim would still reclaim from the higher borrower."""
+    fleet = reclaim_fleet(any_queue=True, borrowing=True, admission_known=False)
+    low = fleet.workload_of(next(j for j in fleet.jobsets.values() if j.name == "low"))
+    fleet.set_workload(replace(low, annotations={**low.annotations, KEYS.held_by: "ml/gone/js-gone/0"}))
+    config = CFG.model_copy(update={"release_on_preemptor_gone": ReleaseOnPreemptorGone.IMMEDIATE})
+    result = run(fleet.snapshot(), config)
+    assert releases(result) == {} and result.diagnostics.releases_deferred == 1

@@ -8,7 +8,7 @@ These recompute facts independently where practical instead of calling the plann
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, decode_history
@@ -202,9 +202,13 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
                 continue
             if not any(vk in occupants.get(p, set()) for p in op.reserved):
                 problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
+        previous = OpRecord.decode(preemptor.annotations.get(keys.op, "")) if keys.op in preemptor.annotations else None
+        if previous is None or previous.op_id != op.op_id:
+            problems += _redundant_victims(
+                keys.op, op, h_js, victim_keys, workloads, jobset_key, running, slices, occupants, after
+            )
         # I8: infra-only trigger: some pod (live or departed) of the preemptor sat on an unhealthy slice. Only a
         # new op needs one; rewriting an open op (an extension, C12) continues what infra started.
-        previous = OpRecord.decode(preemptor.annotations.get(keys.op, "")) if keys.op in preemptor.annotations else None
         if previous is not None and previous.op_id == op.op_id:
             continue
         pools_touched = {
@@ -288,6 +292,60 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         cleared = workloads.get(clear.workload.key)
         if cleared is None or (keys.op not in cleared.annotations and clear.workload.key not in records):
             problems.append(f"clear of {clear.workload.key} which has no operation")
+    return problems
+
+
+def _redundant_victims(
+    op_key: str,
+    op: OpRecord,
+    js: JobSet,
+    victim_keys: set[str],
+    workloads: Mapping[str, Workload],
+    jobset_key: Callable[[Workload], str],
+    running: Mapping[str, int],
+    slices: Mapping[str, Slice],
+    occupants: Mapping[str, set[str]],
+    after: ClusterSnapshot,
+) -> list[str]:
+    """I7 per operation (not per shape): removing any victim a new op chose leaves its deficit uncovered.
+
+    The deficit is what `op.slices` hold per shape of the preemptor. Without victim x, the slices that could still
+    serve are those the op takes or its victims occupy, usable, reserved by no other op after the plan, whose
+    every occupant is the preemptor or another victim of the op. Fresh admissions held by the admission fence
+    free quota, not slices, and are left out.
+    """
+    keys_after = {w.key: w for w in after.workloads}
+    reserved_elsewhere = {
+        pool
+        for w in after.workloads
+        if w.owner_jobset_uid != js.uid and (other := OpRecord.decode(w.annotations.get(op_key, ""))) is not None
+        for pool in other.reserved
+    }
+    shapes = {rj.shape for rj in js.replicated_jobs if rj.shape is not None}
+    need = {shape: sum(1 for p in op.slices if p in slices and slices[p].shape.matches(shape)) for shape in shapes}
+    chosen = []
+    for key in op.victims:
+        wl = workloads.get(key)
+        if wl is None or key not in keys_after:
+            continue
+        vk = jobset_key(wl)
+        if op.since is not None and _fresh_admission(wl, op.since) and not running.get(vk):
+            continue  # fenced: frees quota, not a slice
+        chosen.append(vk)
+    problems = []
+    for victim in chosen:
+        rest = (victim_keys - {victim}) | {js.key}
+        pools = set(op.slices) | {p for p, there in occupants.items() if there & (victim_keys - {victim})}
+        usable = [
+            p
+            for p in pools
+            if (found := slices.get(p)) is not None
+            and found.health is SliceHealth.HEALTHY
+            and p not in reserved_elsewhere
+            and occupants.get(p, set()) <= rest
+        ]
+        if need and all(sum(1 for p in usable if slices[p].shape.matches(s)) >= n for s, n in need.items()):
+            problems.append(f"I7 victim {victim} of {op.op_id} is redundant: the other victims cover the deficit")
     return problems
 
 

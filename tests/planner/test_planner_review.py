@@ -12,8 +12,8 @@ from hotswap.annotations import AnnotationKeys, format_time
 from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone
 from hotswap.model import ClusterQueue, ClusterSnapshot, JobSet
 from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan, ReleaseReason, ReleaseVictim
-from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
+from hotswap.planner.actions import HoldVictim, Plan, RecordOp, ReleaseReason, ReleaseVictim
+from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig()
@@ -132,3 +132,55 @@ def test_release_when_the_preemptor_is_gone_is_deferred_too() -> None:
     config = CFG.model_copy(update={"release_on_preemptor_gone": ReleaseOnPreemptorGone.IMMEDIATE})
     result = run(fleet.snapshot(), config)
     assert releases(result) == {} and result.diagnostics.releases_deferred == 1
+
+
+# --- 1. minimality across shapes (I7 per operation) -----------------------------------------------------------
+
+
+def held_names(result: Plan) -> list[str]:
+    return sorted(a.workload.name.split("-")[1] for a in result.actions if isinstance(a, HoldVictim))
+
+
+def multi_shape_fleet() -> Fleet:
+    """`high` spans two 4x4 slices and one 2x4 and loses one of each (p0, q0). `v` (10) runs on one 4x4 and one
+    2x4 slice; `w` (10, started more recently, so preferred alone) on one 2x4 slice."""
+    fleet = Fleet().slices("p0", "p1", "v4").slices("q0", "v2", "w2", topology="2x4")
+    high = fleet.run(
+        JobSetBuilder("ml", "high").replicated_job("big", 2).replicated_job("small", 1, SHAPE_2X4),
+        ["p0", "p1", "q0"],
+        1000,
+    )
+    fleet.run(JobSetBuilder("ml", "v").replicated_job("big", 1).replicated_job("small", 1, SHAPE_2X4), ["v4", "v2"], 10)
+    fleet.run(
+        JobSetBuilder("ml", "w").replicated_job("small", 1, SHAPE_2X4),
+        ["w2"],
+        10,
+        admitted_at=T0 - timedelta(minutes=10),
+    )
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    fleet.fail("q0", FAILED_AT).evict_pods(high, "q0", FAILED_AT)
+    return fleet
+
+
+def test_victims_are_minimal_over_the_whole_operation_not_per_shape() -> None:
+    """Issue 11.1: per shape, `w` alone is the best 2x4 victim and `v` the only 4x4 one; but `v` frees a 2x4
+    slice too, so `{v}` covers the deficit and holding `w` as well evicts a JobSet for nothing."""
+    result = run(multi_shape_fleet().snapshot())
+    assert held_names(result) == ["v"]
+    (record,) = (a for a in result.actions if isinstance(a, RecordOp))
+    assert (record.op.slices, record.op.kept) == (("v2", "v4"), ("p1",))
+
+
+def test_per_shape_choice_stands_when_it_is_minimal() -> None:
+    """Control: `w` is needed when `v` occupies no 2x4 slice."""
+    fleet = Fleet().slices("p0", "p1", "v4").slices("q0", "w2", topology="2x4")
+    high = fleet.run(
+        JobSetBuilder("ml", "high").replicated_job("big", 2).replicated_job("small", 1, SHAPE_2X4),
+        ["p0", "p1", "q0"],
+        1000,
+    )
+    fleet.run(JobSetBuilder("ml", "v").replicated_job("big", 1), ["v4"], 10)
+    fleet.run(JobSetBuilder("ml", "w").replicated_job("small", 1, SHAPE_2X4), ["w2"], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    fleet.fail("q0", FAILED_AT).evict_pods(high, "q0", FAILED_AT)
+    assert held_names(run(fleet.snapshot())) == ["v", "w"]

@@ -75,6 +75,13 @@ def _take(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> lis
     return taken
 
 
+def _book(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> None:
+    """Remove from `free` what `needs` asks for, shape by shape: what exists, even if it is not enough."""
+    for shape, need in needs.items():
+        for pool in [p for p in free if world.slices[p].shape.matches(shape)][:need]:
+            free.remove(pool)
+
+
 def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]]:
     """Demand still unplaced of recently released Workloads: it is booked against free slices (E5)."""
     booked = []
@@ -173,9 +180,7 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
 
     free = free_slices(world, ledger)
     for needs in [*(b.needs for b in blocked), *_settling(world, world.units.values())]:
-        for shape, need in needs.items():  # book what exists, even if it is not enough
-            for pool in [p for p in free if world.slices[p].shape.matches(shape)][:need]:
-                free.remove(pool)
+        _book(world, free, needs)
     waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
     for victim, gone, _since in waiting:
         if exposed(victim) is not None:
@@ -183,7 +188,10 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
             continue  # maxHold stays the backstop
         taken = _take(world, free, victim.demand)
         if taken is None:
-            continue  # no over-release; lower-priority victims may still fit smaller shapes
+            # B.7(a): no over-release, and no lower victim takes capacity this one waits for. What exists of its
+            # shapes is booked for it, as for a blocked preemptor; lower victims may still fit other shapes.
+            _book(world, free, victim.demand)
+            continue
         for pool in taken:
             free.remove(pool)
         reason = ReleaseReason.PREEMPTOR_GONE if gone else ReleaseReason.CAPACITY

@@ -284,6 +284,35 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             if (own is None and reclaimers) or own in reclaimers:
                 problems.append(f"{released.key} released while reclaimWithinCohort Any could evict {other.key}")
 
+    # B.7(a): a capacity release never takes a shape a strictly higher held victim still waits for (one left held
+    # after the plan, not kept by an open op (E3), where no reclaimWithinCohort Any queue can defer releases).
+    op_victims_after = {
+        v
+        for w in after.workloads
+        if keys.op in w.annotations and (rec := OpRecord.decode(w.annotations[keys.op])) is not None
+        for v in rec.victims
+    }
+    still_held = [
+        w
+        for w in after.workloads
+        if keys.held_by in w.annotations and not w.active and w.key not in op_victims_after and w.key in workloads
+    ]
+
+    def shapes_of(wl: Workload) -> list[SliceShape]:
+        js = jobsets.get(wl.owner_jobset_uid or "")
+        return [rj.shape for rj in js.replicated_jobs if rj.shape is not None and rj.replicas > 0] if js else []
+
+    if not any(q.reclaim_any for q in snapshot.cluster_queues):
+        for release in (a for a in plan.actions if isinstance(a, ReleaseVictim) and a.reason is ReleaseReason.CAPACITY):
+            released = workloads.get(release.workload.key)
+            if released is None:
+                continue
+            for waiting in still_held:
+                if (waiting.priority or 0) > (released.priority or 0) and any(
+                    a.matches(b) for a in shapes_of(released) for b in shapes_of(waiting)
+                ):
+                    problems.append(f"B.7(a) {released.key} released onto capacity higher held {waiting.key} waits for")
+
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)
         if released is None or keys.held_by not in released.annotations:

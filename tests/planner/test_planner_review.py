@@ -184,3 +184,35 @@ def test_per_shape_choice_stands_when_it_is_minimal() -> None:
     fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
     fleet.fail("q0", FAILED_AT).evict_pods(high, "q0", FAILED_AT)
     assert held_names(run(fleet.snapshot())) == ["v", "w"]
+
+
+# --- 2. release order (B.7(a)) ---------------------------------------------------------------------------------
+
+
+def release_order_fleet(free: int) -> tuple[Fleet, dict[str, str]]:
+    """Held victims vb (50, one slice), vc (30, two), va (10, one), each held for `high` (placed, op done);
+    `free` healthy 4x4 slices are free."""
+    pools = [f"f{i}" for i in range(free)]
+    fleet = Fleet().slices("h0", *pools)
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 1), ["h0"], 1000)
+    keys = {}
+    for name, priority, replicas in (("vb", 50, 1), ("vc", 30, 2), ("va", 10, 1)):
+        js = fleet.run(JobSetBuilder("ml", name).replicated_job("w", replicas), [], priority)
+        held_by_us(fleet, js, preemptor=f"ml/high/{high.uid}/0")
+        keys[name] = fleet.workload_of(js).key
+    return fleet, keys
+
+
+def test_a_lower_victim_never_takes_capacity_a_higher_held_victim_waits_for() -> None:
+    """Issue 11.2: two free slices; vb takes one. vc needs two and cannot be placed yet, so the last slice is
+    booked for it: va, lower than vc, must not take it (README: released in priority order)."""
+    fleet, keys = release_order_fleet(free=2)
+    result = run(fleet.snapshot())
+    assert releases(result) == {keys["vb"]: ReleaseReason.CAPACITY}
+
+
+@pytest.mark.parametrize(("free", "released"), [(3, ["vb", "vc"]), (4, ["va", "vb", "vc"])])
+def test_releases_go_in_priority_order_as_capacity_allows(free: int, released: list[str]) -> None:
+    fleet, keys = release_order_fleet(free)
+    result = run(fleet.snapshot())
+    assert sorted(releases(result)) == sorted(keys[name] for name in released)

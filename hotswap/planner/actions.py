@@ -60,6 +60,8 @@ class HoldVictim:
     remove_annotations: tuple[str, ...] = ()
     """The victim's own op annotation when a strictly higher preemptor takes its slice over (I9): the op is
     aborted in the same write, so it is never held with an op, nor left with its op and not held."""
+    fenced: bool = False
+    """Held by the admission fence (a fresh admission that never ran), not to free a slice it occupies."""
 
 
 @dataclass(frozen=True, slots=True)

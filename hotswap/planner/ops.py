@@ -19,7 +19,7 @@ from hotswap.planner.actions import (
     make_op_id,
 )
 from hotswap.planner.disruption import placed
-from hotswap.planner.fence import fence, fresh_admissions
+from hotswap.planner.fence import fence, fresh_admissions, with_fenced
 from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from hotswap.planner.world import Unit, World, hold_since
 from hotswap.slices import SliceHealth
@@ -62,7 +62,7 @@ class Ledger:
         self.claimed.update(op.victims)
 
 
-def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> HoldVictim:
+def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str, fenced: bool = False) -> HoldVictim:
     """Annotations and `spec.active=false` for one victim, in one write."""
     keys, wl = world.keys, victim.workload
     assert wl is not None and preemptor.workload is not None
@@ -77,6 +77,7 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> Hold
         op_id=op_id,
         preemptor=preemptor.workload_ref(),
         remove_annotations=removed,
+        fenced=fenced,
         set_annotations={
             keys.held_by: held_by,
             keys.op_id: op_id,
@@ -89,7 +90,7 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> Hold
 
 def hold_fenced(world: World, ledger: Ledger, newcomer: Unit, preemptor: Unit, op_id: str) -> None:
     """Hold a fresh admission for the op (the admission fence, C12); the caller counts it in `ledger.fenced`."""
-    ledger.actions.append(hold_action(world, newcomer, preemptor, op_id))
+    ledger.actions.append(hold_action(world, newcomer, preemptor, op_id, fenced=True))
     ledger.events.append(
         Decision(
             EventReason.VICTIM_HELD,
@@ -212,9 +213,9 @@ def advance_ops(
                 budget = world.config.max_victims_per_pass - ledger.added - len(intruders)
                 held = held_for.get(preemptor.uid, ())
                 fenced = fence(world, preemptor, op, fresh, held, disrupted, taken, budget)
-            if fenced:
-                keys = {wl.key for u in fenced if (wl := u.workload) is not None}
-                op = replace(op, victims=tuple(sorted({*op.victims, *keys})))
+            op, note = with_fenced(world, preemptor, op, fenced)
+            if note is not None:
+                ledger.events.append(note)
         if op != recorded:
             ledger.actions.append(record_action(world, preemptor, op))
         ledger.claim(preemptor.uid, op)

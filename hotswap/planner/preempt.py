@@ -14,7 +14,7 @@ from hotswap.annotations import OpRecord, format_time
 from hotswap.model import SliceShape
 from hotswap.planner.actions import Decision, EventReason, EventType, RecordOp, make_op_id
 from hotswap.planner.disruption import Disruption, deficit, infra_evidence
-from hotswap.planner.fence import fence, fresh_admissions
+from hotswap.planner.fence import fence, fresh_admissions, with_fenced
 from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
 from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from hotswap.planner.victims import VictimIndex, choose_victims, victim_order
@@ -218,7 +218,9 @@ def plan_preemptions(
                         EventType.WARNING,
                     )
                 )
-        op = replace(op, victims=tuple(sorted({*op.victims, *(u.workload.key for u in fenced if u.workload)})))
+        op, note = with_fenced(world, preemptor, op, fenced)
+        if note is not None:
+            ledger.events.append(note)
         ledger.claim(preemptor.uid, op)
         _record(ledger, record_action(world, preemptor, op))
         spare_text = f"{len(taken)} spare" if taken else "no spare"

@@ -203,6 +203,13 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             if not any(vk in occupants.get(p, set()) for p in op.reserved):
                 problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
         previous = OpRecord.decode(preemptor.annotations.get(keys.op, "")) if keys.op in preemptor.annotations else None
+        # Issue 11.6: fence holds are counted in the op and bounded per op, not only per pass.
+        fenced_now = sum(1 for h in holds if h.fenced and h.op_id == op.op_id)
+        before = previous.fenced if previous is not None and previous.op_id == op.op_id else 0
+        if op.fenced != before + fenced_now:
+            problems.append(f"op {op.op_id} counts {op.fenced} fence holds, expected {before} + {fenced_now}")
+        if fenced_now and op.fenced > config.fence_holds_per_slice * len(op.reserved):
+            problems.append(f"op {op.op_id} fenced {op.fenced} > {config.fence_holds_per_slice} per reserved slice")
         if previous is None or previous.op_id != op.op_id:
             problems += _redundant_victims(
                 keys.op, op, h_js, victim_keys, workloads, jobset_key, running, slices, occupants, after
@@ -338,11 +345,14 @@ def _redundant_victims(
 ) -> list[str]:
     """I7 per operation (not per shape): removing any victim a new op chose leaves its deficit uncovered.
 
-    The deficit is what `op.slices` hold per shape of the preemptor. Without victim x, the slices that could still
-    serve are those the op takes or its victims occupy, usable, reserved by no other op after the plan, whose
-    every occupant is the preemptor or another victim of the op. Fresh admissions held by the admission fence
-    free quota, not slices, and are left out.
+    Ops that free a slice the preemptor itself is on (priority inversions) are not checked: all of its other
+    occupants must go. The deficit is what `op.slices` hold per shape of the preemptor. Without victim x, the
+    slices that could still serve are those the op takes or its victims occupy, usable, reserved by no other op
+    after the plan, whose every occupant is the preemptor or another victim of the op. Fresh admissions held by
+    the admission fence free quota, not slices, and are left out.
     """
+    if any(js.key in occupants.get(p, set()) for p in op.slices):
+        return []  # a slice priority inversion: the op frees the slice the preemptor is on, not any slice
     keys_after = {w.key: w for w in after.workloads}
     reserved_elsewhere = {
         pool

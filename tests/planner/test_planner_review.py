@@ -10,11 +10,13 @@ import pytest
 
 from hotswap.annotations import AnnotationKeys, format_time
 from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone
-from hotswap.model import ClusterQueue, ClusterSnapshot, JobSet
+from hotswap.model import ClusterQueue, ClusterSnapshot, ConditionStatus, JobSet
 from hotswap.planner import plan
 from hotswap.planner.actions import HoldVictim, Plan, RecordOp, ReleaseReason, ReleaseVictim
+from hotswap.planner.simulate import apply_actions
 from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
+from tests.planner.test_planner_matrix import _fresh
 
 CFG = HotswapConfig()
 KEYS = AnnotationKeys(CFG.annotation_domain)
@@ -216,3 +218,63 @@ def test_releases_go_in_priority_order_as_capacity_allows(free: int, released: l
     fleet, keys = release_order_fleet(free)
     result = run(fleet.snapshot())
     assert sorted(releases(result)) == sorted(keys[name] for name in released)
+
+
+# --- 6. the admission fence is bounded per operation -----------------------------------------------------------
+
+
+def _cascade(config: HotswapConfig, rounds: int) -> tuple[list[str], list[str]]:
+    """Kueue admits one queued workload after another into the quota each fence hold frees (the slices stay at
+    risk: the preemptor's pods have not bound). Returns who was fenced, in order, and the bound warnings."""
+    fleet, _ = _fresh(priority=5, name="n0", config=config)
+    fenced: list[str] = []
+    notes: list[str] = []
+    for i in range(rounds):
+        now = T0 + timedelta(seconds=3 + 10 * i)
+        snap = fleet.snapshot()
+        result = plan(snap, now, config)
+        assert_invariants(snap, result, config)
+        holds = [a for a in result.actions if isinstance(a, HoldVictim)]
+        assert all(h.fenced for h in holds)
+        fenced += [h.workload.name.split("-")[1] for h in holds]
+        notes += [e.message for e in result.events if "its bound" in e.message]
+        state = apply_actions(snap, result.actions, now)
+        fleet.workloads = {w.uid: w for w in state.workloads}
+        for hold in holds:  # Kueue evicts the fenced workload: its quota is free for the next queue head
+            wl = next(w for w in fleet.workloads.values() if w.uid == hold.workload.uid)
+            fleet.set_workload(
+                WorkloadBuilder.from_obj(wl)
+                .condition("QuotaReserved", ConditionStatus.FALSE, "Pending", now)
+                .condition("Admitted", ConditionStatus.FALSE, "Pending", now)
+                .condition("Evicted", ConditionStatus.TRUE, "Deactivated", now)
+                .obj()
+            )
+            fleet.run(JobSetBuilder("ml", f"n{i + 1}").replicated_job("w", 1), [], 5, admitted_at=now)
+    return fenced, notes
+
+
+def test_the_admission_fence_cascade_is_bounded_per_operation() -> None:
+    """Issue 11.6: each fence hold frees quota Kueue gives the next queued workload, which the next pass fenced
+    again for as long as the reserved slices stayed at risk. The op now stops at `fenceHoldsPerSlice` per
+    reserved slice (2 x {p1, v0} = 4), says so once, and records the count."""
+    fenced, notes = _cascade(CFG, rounds=8)
+    assert len(fenced) == 2 * 2
+    assert fenced == sorted(fenced, key=lambda n: int(n[1:]))  # in admission order, one newcomer after another
+    assert len(notes) == 1
+
+
+def test_the_fence_bound_is_recorded_in_the_op_and_announced_once() -> None:
+    config = CFG.model_copy(update={"fence_holds_per_slice": 1})
+    fleet, _ = _fresh(priority=5, name="n0", config=config)
+    snap = fleet.snapshot()
+    result = plan(snap, T0 + timedelta(seconds=3), config)
+    (record,) = (a for a in result.actions if isinstance(a, RecordOp))
+    assert record.op.fenced == 1 and "fenced=1;" in record.annotations()[KEYS.op]
+    fenced, notes = _cascade(config, rounds=5)
+    assert len(fenced) == 2
+    assert len(notes) == 1  # announced in the pass that reached the bound, not in every later one
+
+
+def test_fence_bound_zero_turns_the_fence_off() -> None:
+    fenced, _ = _cascade(CFG.model_copy(update={"fence_holds_per_slice": 0}), rounds=3)
+    assert fenced == []

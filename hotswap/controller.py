@@ -283,6 +283,10 @@ class Controller:
             snapshot = self.snapshot()
             now = self._clock()
             plan = make_plan(snapshot, now, self.config)
+            # What the snapshot leaves out is a fact about the cluster, exported in dry-run too.
+            self.metrics.excluded.clear()
+            for reason, count, _examples in plan.diagnostics.exclusions:
+                self.metrics.excluded.labels(reason=reason).set(count)
             self._schedule_wakeup(plan)
             plan = self._dedupe_blocked(plan)
             self._note_failures(plan, snapshot)

@@ -83,6 +83,9 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             victims_released=released,
             releases_deferred=ledger.deferred,
             held_workloads=max(0, held_now),
+            exclusions=tuple(
+                (reason, len(keys), tuple(sorted(keys)[:5])) for reason, keys in sorted(world.excluded.items())
+            ),
         ),
         next_wakeup=_wakeup(world, ledger),
     )

@@ -185,6 +185,10 @@ class Diagnostics:
     """Held victims that fit free capacity but stay held: under `reclaimWithinCohort: Any` their admission could
     evict a borrowing JobSet of higher priority (released by maxHold, or once nothing higher borrows)."""
     held_workloads: int = 0
+    exclusions: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
+    """(reason, count, up to 5 examples) for objects the snapshot silently leaves out of every decision: a TPU
+    JobSet without a Workload or exclusive node-pool placement, a TPU node without slice labels, a Workload
+    without an owner uid, pods running under a Workload that is not Admitted."""
     notes: tuple[str, ...] = ()
 
 

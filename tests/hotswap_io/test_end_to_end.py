@@ -279,3 +279,31 @@ async def test_held_workload_outside_the_configured_namespaces_is_released(
         assert api.get(JOBSETS, "low", "old") is not None  # the JobSet itself is never touched
     finally:
         await controller.stop_watches()
+
+
+async def test_dry_run_pass_log_and_metrics_say_why_a_jobset_is_not_considered(
+    api: FakeApiServer, make_client: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Also (issue 11): a JobSet without the exclusive-topology annotation is never a victim or preemptor; the
+    pass log (in --dry-run too) and the metrics say so instead of leaving the operator guessing."""
+    base_cluster(api)
+    add_slices(api, "v0")
+    js = jobset("plain", 1, "p10")
+    js["metadata"]["annotations"] = {}
+    api.put(WORKLOADS, workload(api.put(JOBSETS, js), 10))
+    controller = Controller(CONFIG, await make_client("reconciler"), identity="reconciler", dry_run=True)
+    controller.start_watches()
+    try:
+        await eventually(controller.caches_ready)
+        await caught_up(api, controller)
+        with caplog.at_level("INFO", logger="hotswap.controller"):
+            await controller.reconcile_once()
+        (record,) = [r for r in caplog.records if r.getMessage() == "reconcile pass"]
+        diagnostics = record.__dict__["diagnostics"]
+        assert record.__dict__["dry_run"] is True
+        ((reason, count, examples),) = diagnostics["exclusions"]
+        assert "exclusive-topology" in reason and count == 1 and examples == (f"{NS}/plain",)
+        sample = controller.metrics.registry.get_sample_value("hotswap_excluded", {"reason": reason})
+        assert sample == 1
+    finally:
+        await controller.stop_watches()

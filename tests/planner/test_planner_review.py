@@ -14,6 +14,7 @@ from hotswap.model import ClusterQueue, ClusterSnapshot, ConditionStatus, JobSet
 from hotswap.planner import plan
 from hotswap.planner.actions import HoldVictim, Plan, RecordOp, ReleaseReason, ReleaseVictim
 from hotswap.planner.simulate import apply_actions
+from hotswap.planner.world import NO_OWNER, NODE_SELECTOR, NODE_WITHOUT_TPU_LABELS, NOT_ADMITTED, NOT_EXCLUSIVE
 from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 from tests.planner.test_planner_matrix import _fresh
@@ -278,3 +279,32 @@ def test_the_fence_bound_is_recorded_in_the_op_and_announced_once() -> None:
 def test_fence_bound_zero_turns_the_fence_off() -> None:
     fenced, _ = _cascade(CFG.model_copy(update={"fence_holds_per_slice": 0}), rounds=3)
     assert fenced == []
+
+
+# --- Also: silent snapshot exclusions are counted ---------------------------------------------------------------
+
+
+def test_silent_snapshot_exclusions_are_counted_with_examples() -> None:
+    fleet = Fleet().slices("a0", "b0", "c0")
+    fleet.run(JobSetBuilder("ml", "ok").replicated_job("w", 1), ["a0"], 10)
+    fleet.run(JobSetBuilder("ml", "plain").replicated_job("w", 1).not_exclusive(), ["b0"], 10)
+    fleet.run(JobSetBuilder("ml", "static").replicated_job("w", 1).node_selector_strategy(), [], 10)
+    queued = fleet.run(JobSetBuilder("ml", "stale").replicated_job("w", 1), ["c0"], 10)
+    fleet.set_workload(replace(fleet.workload_of(queued), conditions=()))  # pods run, Workload not Admitted
+    fleet.set_workload(WorkloadBuilder("ml", "ownerless").priority(5).obj())
+    unlabeled = replace(fleet.nodes["a0-0"], name="bare-0", node_pool="bare", accelerator=None, topology=None)
+    fleet.nodes["bare-0"] = unlabeled
+    exclusions = {reason: (n, examples) for reason, n, examples in run(fleet.snapshot()).diagnostics.exclusions}
+    assert exclusions == {
+        NOT_EXCLUSIVE: (1, ("ml/plain",)),
+        NODE_SELECTOR: (1, ("ml/static",)),
+        NOT_ADMITTED: (1, ("ml/stale",)),
+        NO_OWNER: (1, ("ml/ownerless",)),
+        NODE_WITHOUT_TPU_LABELS: (1, ("bare-0",)),
+    }
+
+
+def test_a_clean_snapshot_reports_no_exclusions() -> None:
+    fleet = Fleet().slices("a0")
+    fleet.run(JobSetBuilder("ml", "ok").replicated_job("w", 1), ["a0"], 10)
+    assert run(fleet.snapshot()).diagnostics.exclusions == ()

@@ -7,7 +7,8 @@ Each action is exactly one conditional write (plus, for opt-in fast-fail, a dele
   so no observer ever sees a held Workload without its annotations (invariant I5);
 * every patch carries ``metadata.resourceVersion``, which the apiserver treats as a precondition
   (409 Conflict when stale). On a conflict the Workload is re-read, the action is re-checked against the
-  fresh object (still the same uid, not held by another op, not already done...), and the write is
+  fresh object (still the same uid, not held by another op, not being evicted by Kueue, an op record still the
+  one the planner saw, not already done...), and the write is
   retried a bounded number of times; otherwise it is dropped and the next pass re-plans;
 * writes go through a token bucket, and each is fenced by a leadership check right before it is sent.
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from hotswap.annotations import AnnotationKeys, format_time
-from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone
+from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
 from hotswap.model import ClusterQueue, ClusterSnapshot, ConditionStatus, JobSet
 from hotswap.planner import plan
 from hotswap.planner.actions import HoldVictim, Plan, RecordOp, ReleaseReason, ReleaseVictim
@@ -308,3 +308,15 @@ def test_a_clean_snapshot_reports_no_exclusions() -> None:
     fleet = Fleet().slices("a0")
     fleet.run(JobSetBuilder("ml", "ok").replicated_job("w", 1), ["a0"], 10)
     assert run(fleet.snapshot()).diagnostics.exclusions == ()
+
+
+def test_a_scope_shrink_leaves_held_victims_under_the_release_rules() -> None:
+    """Control for 11.8: `scope` (unlike `namespaces`) filters victims, not units, so a victim held for a
+    preemptor of another ClusterQueue before `scope: ClusterQueue` is still released on capacity."""
+    fleet = Fleet().slices("a0", "v0")
+    fleet.queue("qa", "tpu").queue("qb", "tpu")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 1), ["a0"], 1000, cluster_queue="qa")
+    low = fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), [], 10, cluster_queue="qb")
+    held_by_us(fleet, low, preemptor=f"ml/high/{high.uid}/0")
+    config = CFG.model_copy(update={"scope": Scope.CLUSTER_QUEUE})
+    assert releases(run(fleet.snapshot(), config)) == {fleet.workload_of(low).key: ReleaseReason.CAPACITY}

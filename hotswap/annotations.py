@@ -115,7 +115,7 @@ class HeldBy:
 class OpRecord:
     """A preemptor's open operation: which slices it reserved and which Workloads it holds.
 
-    Encoded as `id=<op>;attempt=<n>;since=<RFC3339>;slices=<pool,...>;kept=<pool,...>;victims=<ns/name,...>`
+    Encoded as `id=<op>;attempt=<n>;since=<RFC3339>;slices=<pool,...>;kept=<pool,...>;fenced=<n>;victims=<ns/name,...>`
     so it reads well in kubectl. `since` tells a victim never held for this op (crash before its hold) from one
     already held and released (which must not be held again).
     """
@@ -129,6 +129,9 @@ class OpRecord:
     kept: tuple[str, ...] = ()
     """Healthy slices the preemptor already held when the op was planned; reserved too, because its restart
     empties them before the new attempt's pods arrive (C12)."""
+    fenced: int = 0
+    """Fresh admissions the admission fence has held for this op so far: bounded per op (`fenceHoldsPerSlice`),
+    since each hold frees quota that Kueue gives the next queued workload."""
 
     @property
     def reserved(self) -> tuple[str, ...]:
@@ -138,9 +141,10 @@ class OpRecord:
     def encode(self) -> str:
         since = f"since={format_time(self.since)};" if self.since is not None else ""
         kept = f"kept={','.join(self.kept)};" if self.kept else ""
+        fenced = f"fenced={self.fenced};" if self.fenced else ""
         return (
             f"id={self.op_id};attempt={self.attempt};{since}"
-            f"slices={','.join(self.slices)};{kept}victims={','.join(self.victims)}"
+            f"slices={','.join(self.slices)};{kept}{fenced}victims={','.join(self.victims)}"
         )
 
     @classmethod
@@ -161,6 +165,7 @@ class OpRecord:
             victims=_split(fields.get("victims", "")),
             since=parse_time(fields["since"]) if "since" in fields else None,
             kept=_split(fields.get("kept", "")),
+            fenced=int(fields["fenced"]) if fields.get("fenced", "").isdigit() else 0,
         )
 
 

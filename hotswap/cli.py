@@ -121,9 +121,8 @@ async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
 async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
     api = await new_api_client(args.kubeconfig, args.context)
     try:
-        report = await release_all(
-            api, AnnotationKeys(config.annotation_domain), config.namespaces, dry_run=config.dry_run
-        )
+        # Every namespace, not only the configured ones: a hold made before `namespaces` shrank must be undone too.
+        report = await release_all(api, AnnotationKeys(config.annotation_domain), (), dry_run=config.dry_run)
     finally:
         await api.close()
     log.info(

@@ -231,6 +231,15 @@ class HotswapConfig(BaseModel):
         description="NoSchedule/NoExecute taint keys that workloads tolerate, so they do not make a slice "
         "Unhealthy (GKE puts `google.com/tpu` on every TPU node).",
     )
+    fence_holds_per_slice: int = Field(
+        default=2,
+        ge=0,
+        le=100,
+        description="Admission fence bound: at most this many fresh admissions held per slice an operation "
+        "reserves, over the whole operation (0 turns the fence off). Each fence hold frees Kueue quota that the "
+        "next queued workload takes; past the bound, a newcomer that lands on a reserved slice is held by the op "
+        "extension instead, after its pods bound.",
+    )
     max_victims_per_pass: int = Field(
         default=16, ge=1, le=10_000, description="Safety valve: at most this many victims held in one pass."
     )

@@ -168,7 +168,9 @@ class Controller:
         )
 
     def _namespaces(self, kind: ResourceKind) -> list[str | None]:
-        if kind.namespaced and self.config.namespaces:
+        # Workloads are watched everywhere: one held in a namespace since dropped from `namespaces` must still
+        # be seen to be released (whatever the reconciler holds, it can give back).
+        if kind.namespaced and self.config.namespaces and kind != WORKLOADS:
             return list(self.config.namespaces)
         return [None]
 
@@ -281,6 +283,10 @@ class Controller:
             snapshot = self.snapshot()
             now = self._clock()
             plan = make_plan(snapshot, now, self.config)
+            # What the snapshot leaves out is a fact about the cluster, exported in dry-run too.
+            self.metrics.excluded.clear()
+            for reason, count, _examples in plan.diagnostics.exclusions:
+                self.metrics.excluded.labels(reason=reason).set(count)
             self._schedule_wakeup(plan)
             plan = self._dedupe_blocked(plan)
             self._note_failures(plan, snapshot)

@@ -52,6 +52,12 @@ class Metrics:
             "Admitted JobSets whose pods waited for a node past starvationGrace without free slices to bind on.",
             registry=r,
         )
+        self.excluded = Gauge(
+            "hotswap_excluded",
+            "Objects the last snapshot left out of every decision, by reason (see the pass log for examples).",
+            ["reason"],
+            registry=r,
+        )
         self.reconcile_duration = Histogram(
             "hotswap_reconcile_duration_seconds",
             "Duration of one reconcile pass (snapshot, plan, actuation).",

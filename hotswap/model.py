@@ -291,6 +291,11 @@ class ClusterQueue:
     uses_tas: bool = False
     """A flavor with a Topology whose lowest level is `kubernetes.io/hostname`: Kueue handles node failures
     for these workloads itself, so the reconciler leaves them alone (B.2, F5)."""
+    reclaim_any: bool = False
+    """`spec.preemption.reclaimWithinCohort: Any`: a workload of this queue that fits its nominal quota makes
+    Kueue evict borrowing workloads of other queues in the cohort irrespective of priority."""
+    borrowing: bool = False
+    """`status.flavorsReservation[].resources[].borrowed` is not zero: the queue uses quota lent by its cohort."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -327,3 +327,14 @@ def test_controllers_run_above_every_tier_with_a_class_gke_admits_outside_kube_s
     assert (
         kueue_values(config_of("prod"))["controllerManager"]["manager"]["priorityClassName"] == pc["metadata"]["name"]
     )
+
+
+def test_cluster_queues_reclaim_within_cohort_only_from_lower_priority_by_default() -> None:
+    """Issue 11.5: with `Any`, Kueue evicts borrowing workloads of the cohort irrespective of priority, so a victim
+    the hotswap reconciler releases could evict the high-priority JobSet it was held for."""
+    from components.config.queues import ClusterQueueSpec, ReclaimWithinCohort
+
+    spec = ClusterQueueSpec.model_validate(
+        {"name": "a", "namespaces": ["ml"], "quotas": [{"flavor": "v6e", "chips": 8}]}
+    )
+    assert spec.preemption.reclaim_within_cohort is ReclaimWithinCohort.LOWER_PRIORITY

@@ -68,7 +68,11 @@ class Preemption(ConfigModel):
         default=WithinClusterQueue.LOWER_PRIORITY, description="Admission-time preemption inside the queue."
     )
     reclaim_within_cohort: ReclaimWithinCohort = Field(
-        default=ReclaimWithinCohort.ANY, description="Reclaim lent quota from other queues of the cohort."
+        default=ReclaimWithinCohort.LOWER_PRIORITY,
+        description="Reclaim lent quota from other queues of the cohort. `LowerPriority` (default) evicts only "
+        "borrowing workloads of lower priority than the reclaiming one; `Any` evicts them irrespective of priority, "
+        "so a low-priority workload the hotswap reconciler releases could evict the high-priority JobSet it was "
+        "held for (the reconciler then defers such releases while an operation in another queue is open).",
     )
     borrow_within_cohort: BorrowWithinCohort | None = Field(
         default=None, description="Preemption while borrowing (only with a cohort)."

@@ -7,7 +7,8 @@ Each action is exactly one conditional write (plus, for opt-in fast-fail, a dele
   so no observer ever sees a held Workload without its annotations (invariant I5);
 * every patch carries ``metadata.resourceVersion``, which the apiserver treats as a precondition
   (409 Conflict when stale). On a conflict the Workload is re-read, the action is re-checked against the
-  fresh object (still the same uid, not held by another op, not already done...), and the write is
+  fresh object (still the same uid, not held by another op, not being evicted by Kueue, an op record still the
+  one the planner saw, not already done...), and the write is
   retried a bounded number of times; otherwise it is dropped and the next pass re-plans;
 * writes go through a token bucket, and each is fenced by a leadership check right before it is sent.
 
@@ -154,6 +155,10 @@ class WorkloadChecks:
             if not _condition_true(current, "Admitted"):
                 # Holding a Workload Kueue already evicted frees nothing (I6).
                 return _Abandon("workload no longer admitted")
+            if _condition_true(current, "Evicted"):
+                # Kueue keeps Admitted and QuotaReserved True until an evicted job has no active pods: its
+                # slices are already being freed for someone else and must not be credited to this op (I6).
+                return _Abandon("workload is being evicted by Kueue")
             return body
 
         return body, check
@@ -177,14 +182,22 @@ class WorkloadChecks:
         return body, check
 
     def record_op(self, action: RecordOp) -> tuple[JsonObj, Check]:
-        body: JsonObj = {"metadata": {"annotations": dict(action.set_annotations)}}
+        wanted = action.annotations()
+        body: JsonObj = {"metadata": {"annotations": wanted}}
 
         def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
             if _uid(current) != action.workload.uid:
                 return _Abandon("workload was replaced (uid changed)")
             annotations = _annotations(current)
-            if all(annotations.get(k) == v for k, v in action.set_annotations.items()):
+            if all(annotations.get(k) == v for k, v in wanted.items()):
                 return _Done("operation already recorded")
+            raw = annotations.get(action.key)
+            found = OpRecord.decode(raw) if isinstance(raw, str) else None
+            if found != action.seen:
+                # Another pass (or replica) rewrote the record since this plan's snapshot: writing ours would
+                # name a different victim set while the other's victims stay held. Drop it; the next pass
+                # re-plans from what is recorded.
+                return _Abandon(f"operation record changed since the plan (now {found.op_id if found else 'none'})")
             return body
 
         return body, check

@@ -214,6 +214,20 @@ def shape_from_pod_spec(pod_spec: dict[str, Any]) -> SliceShape | None:
     return SliceShape(accelerator=accelerator, topology=topology, chips_per_host=chips or None)
 
 
+def _node_selector_strategy(
+    jobset_annotations: Mapping[str, str], template_annotations: Mapping[str, str], exclusive: str | None
+) -> bool:
+    """JobSet's own rule (v0.12 `constructJob`): a child Job carries its replicatedJob template's annotations,
+    plus the JobSet's node-selector annotation when the JobSet sets exclusive placement; with exclusive
+    placement and the node-selector annotation both on the Job, placement is static (a nodeSelector on the
+    Job's name), so the JobSet can neither be moved nor free a slice another JobSet could use."""
+    if exclusive is None:
+        return False
+    return JOBSET_NODE_SELECTOR_STRATEGY in template_annotations or (
+        JOBSET_EXCLUSIVE_TOPOLOGY in jobset_annotations and JOBSET_NODE_SELECTOR_STRATEGY in jobset_annotations
+    )
+
+
 def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None) -> JobSet | None:
     meta = _meta(obj)
     name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
@@ -223,6 +237,7 @@ def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None)
     annotations = _str_map(meta.get("annotations"))
     replicated: list[ReplicatedJob] = []
     exclusive = annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY)
+    node_selector = False
     priorities: list[int] = []
     for item in _list(spec.get("replicatedJobs")):
         item = _dict(item)
@@ -238,8 +253,12 @@ def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None)
                 shape=shape_from_pod_spec(pod_spec),
             )
         )
-        template_meta = _dict(_dict(item.get("template")).get("metadata"))
-        exclusive = exclusive or _str_map(template_meta.get("annotations")).get(JOBSET_EXCLUSIVE_TOPOLOGY)
+        template_annotations = _str_map(_dict(_dict(item.get("template")).get("metadata")).get("annotations"))
+        job_exclusive = template_annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY) or annotations.get(
+            JOBSET_EXCLUSIVE_TOPOLOGY
+        )
+        exclusive = exclusive or job_exclusive
+        node_selector = node_selector or _node_selector_strategy(annotations, template_annotations, job_exclusive)
         class_name = _str(pod_spec.get("priorityClassName"))
         explicit = _int(pod_spec.get("priority"))
         if class_name and priority_classes and class_name in priority_classes:
@@ -254,7 +273,7 @@ def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None)
         uid=uid,
         replicated_jobs=tuple(replicated),
         exclusive_topology=exclusive,
-        node_selector_strategy=JOBSET_NODE_SELECTOR_STRATEGY in annotations,
+        node_selector_strategy=node_selector,
         max_restarts=(_int(_dict(failure_policy).get("maxRestarts")) or 0)
         if isinstance(failure_policy, dict)
         else None,
@@ -323,7 +342,17 @@ def cluster_queue_from(obj: JsonObj, tas_flavors: frozenset[str] = frozenset()) 
         for group in _list(spec.get("resourceGroups"))
         for flavor in _list(_dict(group).get("flavors"))
     }
-    return ClusterQueue(name=name, cohort_name=_str(spec.get("cohortName")), uses_tas=bool(flavors & tas_flavors))
+    return ClusterQueue(
+        name=name,
+        cohort_name=_str(spec.get("cohortName")),
+        uses_tas=bool(flavors & tas_flavors),
+        reclaim_any=_dict(spec.get("preemption")).get("reclaimWithinCohort") == "Any",
+        borrowing=any(
+            _dict(resource).get("borrowed") not in (None, 0, "0")
+            for usage in _list(_dict(obj.get("status")).get("flavorsReservation"))
+            for resource in _list(_dict(usage).get("resources"))
+        ),
+    )
 
 
 def tas_flavor_names(flavors: Iterable[JsonObj], topologies: Iterable[JsonObj]) -> frozenset[str]:

@@ -59,7 +59,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     _fast_fail(world, ledger)
 
     health = [s.health for s in world.slices.values()]
-    held_now = sum(1 for u in world.units.values() if u.held_by is not None) + held - released
+    held_now = sum(1 for u in world.units.values() if u.held_by is not None) + len(world.stray_held) + held - released
     return Plan(
         now=now,
         actions=tuple(ledger.actions),
@@ -81,7 +81,11 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             ops_aborted=ledger.aborted,
             victims_held=held,
             victims_released=released,
+            releases_deferred=ledger.deferred,
             held_workloads=max(0, held_now),
+            exclusions=tuple(
+                (reason, len(keys), tuple(sorted(keys)[:5])) for reason, keys in sorted(world.excluded.items())
+            ),
         ),
         next_wakeup=_wakeup(world, ledger),
     )

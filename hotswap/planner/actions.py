@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from hotswap.annotations import OpRecord
+
 
 def make_op_id(preemptor_uid: str, attempt: int) -> str:
     """Deterministic op id for one preemptor attempt."""
@@ -40,6 +42,9 @@ class ReleaseReason(StrEnum):
     CAPACITY = "capacity"
     PREEMPTOR_GONE = "preemptor-gone"
     MAX_HOLD = "max-hold"
+    OUT_OF_SCOPE = "out-of-scope"
+    """The held Workload's JobSet is no longer in the reconciler's view (`namespaces` or label selector
+    changed, or the JobSet is gone): whatever it holds, it must always be able to give back (I10)."""
     REACTIVATED_EXTERNALLY = "reactivated-externally"
     """Someone set `spec.active=true` on a held Workload: drop our hold annotations, don't fight (C11)."""
 
@@ -55,6 +60,8 @@ class HoldVictim:
     remove_annotations: tuple[str, ...] = ()
     """The victim's own op annotation when a strictly higher preemptor takes its slice over (I9): the op is
     aborted in the same write, so it is never held with an op, nor left with its op and not held."""
+    fenced: bool = False
+    """Held by the admission fence (a fresh admission that never ran), not to free a slice it occupies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +77,34 @@ class ReleaseVictim:
 
 @dataclass(frozen=True, slots=True)
 class RecordOp:
-    """Write the preemptor's open-operation annotation (reserved slices, victims)."""
+    """Write the preemptor's open-operation record (reserved slices, victims) to its annotation `key`.
+
+    Typed: the record is encoded only at the I/O edge (`annotations`). `seen` is the record the planner read
+    from the snapshot (None: none); on a conflict the write goes on only while the object still carries that
+    record, so a pass planned on a stale cache never overwrites another pass's victim set.
+    """
 
     workload: ObjectRef
-    op_id: str
-    set_annotations: Mapping[str, str]
+    op: OpRecord
+    key: str
+    """The op annotation key (`AnnotationKeys.op` of the configured domain)."""
+    seen: OpRecord | None = None
+
+    @property
+    def op_id(self) -> str:
+        return self.op.op_id
+
+    @property
+    def reserved(self) -> tuple[str, ...]:
+        return self.op.reserved
+
+    @property
+    def victims(self) -> tuple[str, ...]:
+        return self.op.victims
+
+    def annotations(self) -> dict[str, str]:
+        """The merge-patch annotations this action writes."""
+        return {self.key: self.op.encode()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +181,14 @@ class Diagnostics:
     ops_aborted: int = 0
     victims_held: int = 0
     victims_released: int = 0
+    releases_deferred: int = 0
+    """Held victims that fit free capacity but stay held: under `reclaimWithinCohort: Any` their admission could
+    evict a borrowing JobSet of higher priority (released by maxHold, or once nothing higher borrows)."""
     held_workloads: int = 0
+    exclusions: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
+    """(reason, count, up to 5 examples) for objects the snapshot silently leaves out of every decision: a TPU
+    JobSet without a Workload or exclusive node-pool placement, a TPU node without slice labels, a Workload
+    without an owner uid, pods running under a Workload that is not Admitted."""
     notes: tuple[str, ...] = ()
 
 

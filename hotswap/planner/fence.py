@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import replace
 from datetime import datetime
 
 from hotswap.annotations import OpRecord
 from hotswap.model import ConditionStatus, PodPhase, find_condition
+from hotswap.planner.actions import Decision, EventReason, EventType
 from hotswap.planner.victims import in_scope, lower_priority, victim_order, why_not_victim
 from hotswap.planner.world import Unit, World
 
@@ -72,6 +74,18 @@ def slices_at_risk(world: World, preemptor: Unit, op: OpRecord) -> list[str]:
     return at_risk
 
 
+def fence_bound(world: World, op: OpRecord) -> int:
+    """Fence holds allowed over the whole op: `fenceHoldsPerSlice` per slice it reserves. Per pass the fence
+    holds one workload per slice still at risk, but each hold frees quota Kueue gives the next queued workload,
+    so without a per-op bound a deep queue is fenced one by one for as long as the slices stay at risk, each hold
+    burning that workload's hold-rate history (I12)."""
+    return world.config.fence_holds_per_slice * len(op.reserved)
+
+
+def fence_allowance(world: World, op: OpRecord) -> int:
+    return max(fence_bound(world, op) - op.fenced, 0)
+
+
 def fence(
     world: World,
     preemptor: Unit,
@@ -82,7 +96,8 @@ def fence(
     claimed: AbstractSet[str],
     budget: int,
 ) -> list[Unit]:
-    """Fresh admissions to hold for this op now, and at most `budget` of them.
+    """Fresh admissions to hold for this op now: at most `budget` of them, and no more than the op's allowance
+    (`fence_bound` less the holds its record counts).
 
     Each must be a valid victim of the preemptor (strictly lower under both priorities I1, in scope, not
     protected, not rate limited I12, not claimed I3, not disrupted I9) and need a shape of a slice at risk.
@@ -93,6 +108,7 @@ def fence(
     next pass fences if the risk remains; so a pass never holds more than the risk needs, and planning again
     on the snapshot the holds produce writes nothing (I11).
     """
+    budget = min(budget, fence_allowance(world, op))
     if op.since is None or budget <= 0:
         return []
     at_risk = slices_at_risk(world, preemptor, op)
@@ -123,3 +139,25 @@ def fence(
             continue
         chosen.append(unit)
     return sorted(chosen, key=lambda u: u.key)
+
+
+def with_fenced(world: World, preemptor: Unit, op: OpRecord, fenced: list[Unit]) -> tuple[OpRecord, Decision | None]:
+    """The op with `fenced` added to its victims and its fence count, and the event saying so when this pass
+    spends the last of its allowance (once per op: later passes fence nothing)."""
+    if not fenced:
+        return op, None
+    keys = {wl.key for u in fenced if (wl := u.workload) is not None}
+    updated = replace(op, victims=tuple(sorted({*op.victims, *keys})), fenced=op.fenced + len(fenced))
+    bound = fence_bound(world, op)
+    if updated.fenced < bound:
+        return updated, None
+    note = Decision(
+        EventReason.BLOCKED,
+        preemptor.jobset_ref(),
+        f"admission fence: {updated.fenced} fresh admission(s) held for this operation, its bound "
+        f"({world.config.fence_holds_per_slice} per reserved slice); a later one that takes a reserved slice is "
+        "held by the op extension instead",
+        op.op_id,
+        EventType.WARNING,
+    )
+    return updated, note

@@ -19,7 +19,7 @@ from hotswap.planner.actions import (
     make_op_id,
 )
 from hotswap.planner.disruption import placed
-from hotswap.planner.fence import fence, fresh_admissions
+from hotswap.planner.fence import fence, fresh_admissions, with_fenced
 from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from hotswap.planner.world import Unit, World, hold_since
 from hotswap.slices import SliceHealth
@@ -44,6 +44,8 @@ class Ledger:
     fenced: int = 0
     """Fresh admissions held by the admission fence this pass (C12, before their pods land)."""
     inverted: int = 0
+    deferred: int = 0
+    """Capacity releases deferred because Kueue's `reclaimWithinCohort: Any` could evict higher-priority work."""
     """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
     taken_over: dict[str, str] = field(default_factory=dict)
     """Preemptor uid → why: held this pass by a strictly higher preemptor that needs its slice (I9); its op is
@@ -60,7 +62,7 @@ class Ledger:
         self.claimed.update(op.victims)
 
 
-def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> HoldVictim:
+def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str, fenced: bool = False) -> HoldVictim:
     """Annotations and `spec.active=false` for one victim, in one write."""
     keys, wl = world.keys, victim.workload
     assert wl is not None and preemptor.workload is not None
@@ -75,6 +77,7 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> Hold
         op_id=op_id,
         preemptor=preemptor.workload_ref(),
         remove_annotations=removed,
+        fenced=fenced,
         set_annotations={
             keys.held_by: held_by,
             keys.op_id: op_id,
@@ -87,7 +90,7 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str) -> Hold
 
 def hold_fenced(world: World, ledger: Ledger, newcomer: Unit, preemptor: Unit, op_id: str) -> None:
     """Hold a fresh admission for the op (the admission fence, C12); the caller counts it in `ledger.fenced`."""
-    ledger.actions.append(hold_action(world, newcomer, preemptor, op_id))
+    ledger.actions.append(hold_action(world, newcomer, preemptor, op_id, fenced=True))
     ledger.events.append(
         Decision(
             EventReason.VICTIM_HELD,
@@ -100,11 +103,7 @@ def hold_fenced(world: World, ledger: Ledger, newcomer: Unit, preemptor: Unit, o
 
 
 def record_action(world: World, preemptor: Unit, op: OpRecord) -> RecordOp:
-    return RecordOp(
-        workload=preemptor.workload_ref(),
-        op_id=op.op_id,
-        set_annotations={world.keys.op: op.encode()},
-    )
+    return RecordOp(workload=preemptor.workload_ref(), op=op, key=world.keys.op, seen=preemptor.op)
 
 
 def _clear(world: World, unit: Unit, op: OpRecord, reason: EventReason, message: str, ledger: Ledger) -> None:
@@ -214,9 +213,9 @@ def advance_ops(
                 budget = world.config.max_victims_per_pass - ledger.added - len(intruders)
                 held = held_for.get(preemptor.uid, ())
                 fenced = fence(world, preemptor, op, fresh, held, disrupted, taken, budget)
-            if fenced:
-                keys = {wl.key for u in fenced if (wl := u.workload) is not None}
-                op = replace(op, victims=tuple(sorted({*op.victims, *keys})))
+            op, note = with_fenced(world, preemptor, op, fenced)
+            if note is not None:
+                ledger.events.append(note)
         if op != recorded:
             ledger.actions.append(record_action(world, preemptor, op))
         ledger.claim(preemptor.uid, op)

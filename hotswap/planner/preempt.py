@@ -14,10 +14,10 @@ from hotswap.annotations import OpRecord, format_time
 from hotswap.model import SliceShape
 from hotswap.planner.actions import Decision, EventReason, EventType, RecordOp, make_op_id
 from hotswap.planner.disruption import Disruption, deficit, infra_evidence
-from hotswap.planner.fence import fence, fresh_admissions
+from hotswap.planner.fence import fence, fresh_admissions, with_fenced
 from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
 from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
-from hotswap.planner.victims import VictimIndex, choose_victims
+from hotswap.planner.victims import VictimIndex, choose_victims, victim_order
 from hotswap.planner.world import Unit, World
 from hotswap.slices import SliceHealth
 
@@ -156,6 +156,10 @@ def plan_preemptions(
                 victims.extend(c.unit for c in choice)
                 avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
             assigned.extend(avail[: remaining[shape]])
+        if not reason and len(victims) > 1:
+            # Chosen one shape at a time, a victim picked for one shape may have become redundant once a victim
+            # picked for a later shape freed a slice of the first shape too: minimise over the whole op (I7).
+            victims, assigned = _minimise(world, ledger, taken, remaining, victims, assigned)
         if not reason and len(victims) > budget:
             reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
         if reason:
@@ -214,7 +218,9 @@ def plan_preemptions(
                         EventType.WARNING,
                     )
                 )
-        op = replace(op, victims=tuple(sorted({*op.victims, *(u.workload.key for u in fenced if u.workload)})))
+        op, note = with_fenced(world, preemptor, op, fenced)
+        if note is not None:
+            ledger.events.append(note)
         ledger.claim(preemptor.uid, op)
         _record(ledger, record_action(world, preemptor, op))
         spare_text = f"{len(taken)} spare" if taken else "no spare"
@@ -246,6 +252,42 @@ def plan_preemptions(
         planned += 1
         held += len(victims)
     return Planned(blocked, planned, held, considered)
+
+
+def _assign(
+    world: World, ledger: Ledger, taken: list[str], remaining: dict[SliceShape, int], victims: list[Unit]
+) -> list[str] | None:
+    """Slices `victims` free that cover `remaining` shape by shape (the planning loop's own order), or None."""
+    freed = _freed(world, victims, ledger, taken)
+    assigned: list[str] = []
+    for shape in sorted(remaining, key=lambda s: (s.key, s.chips_per_host or 0)):
+        avail = _matching(world, freed, shape, assigned)
+        if len(avail) < remaining[shape]:
+            return None
+        assigned.extend(avail[: remaining[shape]])
+    return assigned
+
+
+def _minimise(
+    world: World,
+    ledger: Ledger,
+    taken: list[str],
+    remaining: dict[SliceShape, int],
+    victims: list[Unit],
+    assigned: list[str],
+) -> tuple[list[Unit], list[str]]:
+    """Drop every victim the others cover the deficit without, costliest first (highest `victim_order`: higher
+    priority, more progress lost), so removing any victim left leaves the deficit uncovered (I7)."""
+    kept = list(victims)
+    for victim in sorted(victims, key=lambda v: victim_order(v, world.now), reverse=True):
+        trial = [v for v in kept if v is not victim]
+        if _assign(world, ledger, taken, remaining, trial) is not None:
+            kept = trial
+    if len(kept) == len(victims):
+        return victims, assigned
+    reassigned = _assign(world, ledger, taken, remaining, kept)
+    assert reassigned is not None  # `victims` covered it and only redundant ones were dropped
+    return kept, reassigned
 
 
 def _booked(ledger: Ledger, uid: str) -> frozenset[str]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from hotswap.annotations import format_time, parse_time
 from hotswap.config import ReleaseOnPreemptorGone
-from hotswap.model import SliceShape
-from hotswap.planner.actions import Decision, EventReason, ReleaseReason, ReleaseVictim
+from hotswap.model import SliceShape, Workload
+from hotswap.planner.actions import Decision, EventReason, ObjectRef, ReleaseReason, ReleaseVictim
 from hotswap.planner.disruption import supply
 from hotswap.planner.ops import Ledger
 from hotswap.planner.preempt import Blocked, free_slices
@@ -38,6 +38,32 @@ def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, 
     )
 
 
+def _release_stray(world: World, ledger: Ledger, wl: Workload) -> None:
+    """Release a held Workload whose JobSet is outside the view: no rule (capacity, preemptor, maxHold) can
+    be evaluated for it, and nothing else would ever give it back."""
+    keys = world.keys
+    op_id = wl.annotations.get(keys.op_id, "")
+    ref = ObjectRef("Workload", wl.namespace, wl.name, wl.uid, wl.resource_version)
+    ledger.actions.append(
+        ReleaseVictim(
+            workload=ref,
+            op_id=op_id,
+            reason=ReleaseReason.OUT_OF_SCOPE,
+            remove_annotations=keys.victim_hold_keys(),
+            set_annotations={keys.released_at: format_time(world.now)},
+        )
+    )
+    ledger.events.append(
+        Decision(
+            EventReason.VICTIM_RELEASED,
+            ObjectRef("Workload", wl.namespace, wl.name, wl.uid),
+            f"released ({ReleaseReason.OUT_OF_SCOPE.value}): its JobSet is outside the reconciler's namespaces "
+            "or label selector, or gone",
+            op_id,
+        )
+    )
+
+
 def _take(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> list[str] | None:
     """Slices from `free` covering every shape's need, or None (all or nothing)."""
     taken: list[str] = []
@@ -47,6 +73,13 @@ def _take(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> lis
             return None
         taken.extend(matching[:need])
     return taken
+
+
+def _book(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> None:
+    """Remove from `free` what `needs` asks for, shape by shape: what exists, even if it is not enough."""
+    for shape, need in needs.items():
+        for pool in [p for p in free if world.slices[p].shape.matches(shape)][:need]:
+            free.remove(pool)
 
 
 def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]]:
@@ -67,11 +100,57 @@ def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]
     return booked
 
 
+def reclaim_exposed(world: World) -> Callable[[Unit], Unit | None]:
+    """Under `reclaimWithinCohort: Any` Kueue admits a workload that fits its queue's nominal quota by evicting
+    borrowing workloads of other queues in the cohort irrespective of priority: a victim released then could
+    evict the very JobSet it was held for. Returns, per victim, a running unit of strictly higher Kueue priority
+    such an admission could evict (None: the release is safe as far as the snapshot tells).
+
+    A held victim was evicted, so Kueue cleared its admission and its queue is usually unknown: then every
+    `Any` queue of a borrower's cohort other than the borrower's own counts. Hierarchical cohorts are matched
+    by cohort name only.
+    """
+    any_queues: dict[str, set[str]] = {}
+    for queue in world.queues.values():
+        if queue.reclaim_any and queue.cohort_name is not None:
+            any_queues.setdefault(queue.cohort_name, set()).add(queue.name)
+    if not any_queues:
+        return lambda _victim: None
+    borrowers = sorted(
+        (
+            u
+            for u in world.units.values()
+            if u.running_in_kueue
+            and (q := u.cluster_queue) is not None
+            and q.borrowing
+            and q.cohort_name in any_queues
+            and any_queues[q.cohort_name] - {q.name}
+        ),
+        key=lambda u: (-u.kueue_priority, u.key),
+    )
+
+    def exposed(victim: Unit) -> Unit | None:
+        own = victim.cluster_queue
+        for borrower in borrowers:
+            queue = borrower.cluster_queue
+            assert queue is not None and queue.cohort_name is not None
+            if borrower.kueue_priority <= victim.kueue_priority:
+                break  # sorted by priority: nobody further is higher
+            if own is None or (own.reclaim_any and own.cohort_name == queue.cohort_name and own.name != queue.name):
+                return borrower
+        return None
+
+    return exposed
+
+
 def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
     """Append release actions; returns how many victims are released."""
     config, now = world.config, world.now
-    released = 0
+    for stray in sorted(world.stray_held, key=lambda w: w.key):
+        _release_stray(world, ledger, stray)
+    released = len(world.stray_held)
     waiting: list[tuple[Unit, bool, datetime]] = []
+    exposed = reclaim_exposed(world)
     held = sorted(
         (u for u in world.units.values() if u.held_by is not None and u.workload is not None),
         key=lambda u: u.key,
@@ -91,7 +170,7 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
         preemptor = world.units.get(victim.held_by.uid)
         gone = preemptor is None or not preemptor.running_in_kueue
         op = ledger.open_ops.get(victim.held_by.uid)
-        if gone and config.release_on_preemptor_gone is ReleaseOnPreemptorGone.IMMEDIATE:
+        if gone and config.release_on_preemptor_gone is ReleaseOnPreemptorGone.IMMEDIATE and exposed(victim) is None:
             _release(world, ledger, victim, ReleaseReason.PREEMPTOR_GONE, "preemptor finished or gone")
             released += 1
             continue
@@ -101,14 +180,18 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
 
     free = free_slices(world, ledger)
     for needs in [*(b.needs for b in blocked), *_settling(world, world.units.values())]:
-        for shape, need in needs.items():  # book what exists, even if it is not enough
-            for pool in [p for p in free if world.slices[p].shape.matches(shape)][:need]:
-                free.remove(pool)
+        _book(world, free, needs)
     waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
     for victim, gone, _since in waiting:
+        if exposed(victim) is not None:
+            ledger.deferred += 1
+            continue  # maxHold stays the backstop
         taken = _take(world, free, victim.demand)
         if taken is None:
-            continue  # no over-release; lower-priority victims may still fit smaller shapes
+            # B.7(a): no over-release, and no lower victim takes capacity this one waits for. What exists of its
+            # shapes is booked for it, as for a blocked preemptor; lower victims may still fit other shapes.
+            _book(world, free, victim.demand)
+            continue
         for pool in taken:
             free.remove(pool)
         reason = ReleaseReason.PREEMPTOR_GONE if gone else ReleaseReason.CAPACITY

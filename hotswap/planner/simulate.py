@@ -68,7 +68,7 @@ def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Action], now: dat
             annotations = _annotate(wl, action.set_annotations, action.remove_annotations)
             wl = replace(wl, annotations=annotations, active=True, resource_version=rv)
         elif isinstance(action, RecordOp):
-            wl = replace(wl, annotations=_annotate(wl, action.set_annotations), resource_version=rv)
+            wl = replace(wl, annotations=_annotate(wl, action.annotations()), resource_version=rv)
         elif isinstance(action, ClearOp):
             wl = replace(wl, annotations=_annotate(wl, {}, action.remove_annotations), resource_version=rv)
         workloads[(wl.namespace, wl.name)] = wl

@@ -36,6 +36,15 @@ from hotswap.planner.actions import ObjectRef
 from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_groups, confirm_failures, slice_key
 
 DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
+
+# Exclusion reasons (`World.excluded`): each silently keeps an object out of every decision.
+NODE_WITHOUT_TPU_LABELS = "TPU node without accelerator/topology labels: not part of any slice"
+NO_WORKLOAD = "TPU JobSet without a Kueue Workload: never a preemptor or victim"
+NOT_EXCLUSIVE = f"TPU JobSet without exclusive-topology {NODEPOOL_LABEL}: never a preemptor or victim"
+NODE_SELECTOR = "TPU JobSet with node-selector exclusive placement (static): never a preemptor or victim"
+OTHER_CONTROLLER = "TPU JobSet managed by another controller: never a preemptor or victim"
+NO_OWNER = "Workload without an owner JobSet uid: not attributed to any JobSet"
+NOT_ADMITTED = "JobSet with pods on slices but its Workload not Admitted: never a preemptor or victim"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
 
 
@@ -151,6 +160,14 @@ class World:
     nodes: dict[str, Node]
     orphan_workloads: list[Workload]
     """Workloads whose JobSet is not in the snapshot (deleted, or not a JobSet)."""
+    excluded: dict[str, list[str]] = field(default_factory=dict)
+    """Why objects that look like TPU work are left out of every decision (reason → keys): snapshot traps an
+    operator should see (`Diagnostics.exclusions`)."""
+    queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    """ClusterQueues by name."""
+    stray_held: list[Workload] = field(default_factory=list)
+    """Workloads carrying our `held-by` annotation whose JobSet is not a unit: outside `namespaces` or the
+    label selector (the configuration shrank), or gone. No rule can reason about them, so they are released."""
     slice_failures: dict[str, list[datetime | None]] = field(default_factory=dict)
     """Suspect slice → when JobSet pods failed on it (None: unknown); see `confirm_failures`."""
     unbound: dict[str, datetime] = field(default_factory=dict)
@@ -210,8 +227,11 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     # slices, pool/node for single-host ones, the bare pool for nodes without TPU labels.
     groups: dict[str, list[Node]] = {}
     node_pool_of: dict[str, str] = {}
+    excluded: dict[str, list[str]] = {}
     for node in snapshot.nodes:
         key = slice_key(node)
+        if key is None and (node.tpu_chips or (node.machine_type or "").startswith("ct")):
+            excluded.setdefault(NODE_WITHOUT_TPU_LABELS, []).append(node.name)
         if key is not None:
             members = groups.get(key)
             if members is None:
@@ -232,6 +252,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     for candidate in snapshot.workloads:
         owner_uid = candidate.owner_jobset_uid
         if owner_uid is None:
+            excluded.setdefault(NO_OWNER, []).append(candidate.key)
             continue
         current = workload_by_owner.get(owner_uid)
         if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
@@ -257,6 +278,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             unit.held_by = HeldBy.decode(held_by) if held_by else None
             op = annotations.get(op_key)
             unit.op = OpRecord.decode(op) if op is not None else None
+        if (wl is None or not unit.movable) and any(rj.shape is not None for rj in js.replicated_jobs):
+            excluded.setdefault(_unit_exclusion(unit), []).append(unit.key)
         units[js.uid] = unit
         in_namespace = by_key.get(js.namespace)
         if in_namespace is None:
@@ -315,6 +338,9 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         unit.live_pods = owned
     for unit, pools in occupied_by.items():
         unit.occupied = pools
+        wl = unit.workload
+        if wl is not None and wl.active and not wl.admitted and not wl.evicted and unit.jobset.terminal_state is None:
+            excluded.setdefault(NOT_ADMITTED, []).append(unit.key)
     for unit, departed in departed_of.items():
         unit.departed = departed
 
@@ -336,6 +362,11 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
         and (not namespaces or wl.namespace in namespaces)
     ]
+    stray_held = [
+        wl
+        for wl in snapshot.workloads
+        if wl.annotations.get(held_by_key) and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+    ]
     return World(
         now=now,
         config=config,
@@ -346,9 +377,23 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         node_pool_of=node_pool_of,
         nodes=nodes,
         orphan_workloads=orphans,
+        queues=queues,
+        excluded=excluded,
+        stray_held=stray_held,
         slice_failures=failures,
         unbound=unbound,
     )
+
+
+def _unit_exclusion(unit: Unit) -> str:
+    js = unit.jobset
+    if unit.workload is None:
+        return NO_WORKLOAD
+    if js.exclusive_topology != NODEPOOL_LABEL:
+        return NOT_EXCLUSIVE
+    if js.node_selector_strategy:
+        return NODE_SELECTOR
+    return OTHER_CONTROLLER
 
 
 def unbound_since(unit: Unit) -> datetime | None:

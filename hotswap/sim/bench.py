@@ -122,12 +122,13 @@ def table(report: dict[str, Any]) -> str:
         ("its p50/95/99 s", lambda p: _quantiles(p["mttr_lasting_s"])),
         ("goodput", lambda p: p["high_goodput"]),
         ("victims/inc", lambda p: p["victims_per_incident"]),
+        ("fence/op mean/max", lambda p: f"{fmt(p['fence_holds_per_op']['mean'])}/{p['fence_holds_per_op']['max']}"),
         ("partial", lambda p: p["partial_preemptions"]),
         ("perm.fail", lambda p: p["permanent_victim_failures"]),
         ("lost", lambda p: p["lost_victims"]),
         ("util", lambda p: p["utilisation"]),
     ]
-    widths = [10, 19, 16, 19, 9, 12, 8, 10, 6, 8]
+    widths = [10, 19, 16, 19, 9, 12, 18, 8, 10, 6, 8]
     lines = []
     for name, block in report["scenarios"].items():
         seeds = block.get("seeds", [block["seed"]])

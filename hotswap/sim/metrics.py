@@ -42,6 +42,10 @@ class Recorder:
     victim_downtime_s: list[float] = field(default_factory=list)
     victim_stale_admitted_s: float = 0.0  # victim admitted in Kueue while its pods could not run
     holds: int = 0
+    fence_holds: dict[str, int] = field(default_factory=dict)
+    """Admission-fence holds per operation (op id): the fence's cost per incident."""
+    ops: set[str] = field(default_factory=set)
+    """Operations that held at least one workload."""
     kueue_preemptions: int = 0  # admission-time whole-Workload preemptions (all policies)
     pods_ready_evictions: int = 0  # waitForPodsReady timeouts
     releases: int = 0
@@ -112,6 +116,10 @@ def summarise(
         "kueue_preemptions": rec.kueue_preemptions,
         "pods_ready_evictions": rec.pods_ready_evictions,
         "holds": rec.holds,
+        "fence_holds": sum(rec.fence_holds.values()),
+        "fence_holds_per_op": _per_op(rec.fence_holds, len(rec.ops)),
+        "ops_holding": len(rec.ops),
+        "fence_hold_samples": sorted(rec.fence_holds.values()),
         "releases": rec.releases,
         "victim_hold_s": {
             "p50": _round(percentile(rec.hold_s, 50)),
@@ -124,6 +132,17 @@ def summarise(
         "end_states": end_states,
         "mttr_samples_s": [round(x, 2) for x in m],
         "mttr_lasting_samples_s": [round(x, 2) for x in rec.mttr_high_lasting_s],
+    }
+
+
+def _per_op(fence_holds: dict[str, int] | Sequence[int], ops: int) -> dict[str, float]:
+    """Fence holds per operation that held anything (ops with no fence hold count as 0)."""
+    counts = list(fence_holds.values()) if isinstance(fence_holds, dict) else list(fence_holds)
+    counts += [0] * max(ops - len(counts), 0)
+    return {
+        "mean": _round(sum(counts) / len(counts)) if counts else 0.0,
+        "p95": _round(percentile(counts, 95)) if counts else 0.0,
+        "max": max(counts, default=0),
     }
 
 
@@ -149,6 +168,8 @@ _SUMMED = (
     "kueue_preemptions",
     "pods_ready_evictions",
     "holds",
+    "fence_holds",
+    "ops_holding",
     "releases",
     "planner_passes",
 )
@@ -177,9 +198,11 @@ def pool(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "victims_per_incident": _round(victims / incidents_all) if incidents_all else 0.0,
         "mttr_samples_s": samples,
         "mttr_lasting_samples_s": lasting,
+        "fence_hold_samples": sorted(x for s in per_seed for x in s["fence_hold_samples"]),
     }
     for key in _SUMMED:
         pooled[key] = sum(s[key] for s in per_seed)
     for key in _AVERAGED:
         pooled[key] = _round(sum(s[key] for s in per_seed) / len(per_seed), 5)
+    pooled["fence_holds_per_op"] = _per_op(pooled["fence_hold_samples"], pooled["ops_holding"])
     return pooled

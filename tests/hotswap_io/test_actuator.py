@@ -10,7 +10,7 @@ import pytest
 from fakes.apiserver import FakeApiServer, Fault
 from kubernetes_asyncio import client
 
-from hotswap.annotations import AnnotationKeys
+from hotswap.annotations import AnnotationKeys, OpRecord
 from hotswap.kube.actuator import Actuator, LeadershipLost, Result
 from hotswap.kube.events import EventRecorder
 from hotswap.kube.ratelimit import TokenBucket
@@ -222,7 +222,7 @@ async def test_failed_hold_skips_the_rest_of_its_operation_and_its_events(
     v1, v2 = seed_workload(api, "v1"), seed_workload(api, "v2")
     api.inject(Fault(verb="patch", resource=WORKLOADS, name="v1", status=500, times=1))
     actuator = make_actuator(await make_client("r"))
-    record = RecordOp(ref(high), "op-1", {KEYS.op: "id=op-1;attempt=0;slices=v;victims=ml/v1,ml/v2"})
+    record = RecordOp(ref(high), OpRecord("op-1", 0, ("v",), (f"{NS}/v1", f"{NS}/v2")), KEYS.op)
     event = Decision(EventReason.PLANNED, ObjectRef("JobSet", NS, "high", "js-uid"), "planned", "op-1")
     outcomes = await actuator.execute(plan_of(record, hold(v1), hold(v2), events=(event,)))
     assert [o.result for o in outcomes] == [Result.APPLIED, Result.FAILED, Result.SKIPPED]
@@ -328,4 +328,82 @@ async def test_hold_of_a_workload_kueue_evicted_meanwhile_is_abandoned(
     actuator = make_actuator(await make_client("r"))
     (outcome,) = await actuator.execute(plan_of(hold(low)))
     assert (outcome.result, outcome.detail) == (Result.ABANDONED, "workload no longer admitted")
+    assert api.writes("r") == []
+
+
+async def test_hold_of_a_workload_kueue_is_evicting_is_abandoned(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    """Kueue keeps Admitted and QuotaReserved True while an evicted Workload still has active pods (issue 11.4):
+    Evicted=True alone says Kueue is already preempting it, so its slices must not be credited to an op."""
+    low = seed_workload(api, "low")
+    api.patch(
+        WORKLOADS,
+        "low",
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Admitted", "status": "True"},
+                    {"type": "QuotaReserved", "status": "True"},
+                    {"type": "Evicted", "status": "True", "reason": "Preempted"},
+                ]
+            }
+        },
+        NS,
+    )
+    actuator = make_actuator(await make_client("r"))
+    (outcome,) = await actuator.execute(plan_of(hold(low)))
+    assert (outcome.result, outcome.detail) == (Result.ABANDONED, "workload is being evicted by Kueue")
+    assert api.writes("r") == []
+    assert api.get(WORKLOADS, "low", NS)["spec"]["active"] is True  # type: ignore[index]
+
+
+def record(obj: Any, op: OpRecord, seen: OpRecord | None) -> RecordOp:
+    return RecordOp(ref(obj), op, KEYS.op, seen=seen)
+
+
+SEEN = OpRecord("op-1", 0, ("s1",), (f"{NS}/v",), since=NOW)
+
+
+async def test_record_op_after_a_conflict_never_overwrites_a_record_another_pass_wrote(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    """Issue 11.3: the planner saw record `SEEN`; another pass (stale cache, or a replica) wrote a different
+    victim set meanwhile. Writing ours over it would leave the other pass's victims held besides ours."""
+    high = seed_workload(api, "high", {KEYS.op: SEEN.encode()})
+    other = OpRecord("op-1", 0, ("s1", "s2"), (f"{NS}/v", f"{NS}/w"), since=NOW)
+    api.patch(WORKLOADS, "high", {"metadata": {"annotations": {KEYS.op: other.encode()}}}, NS)
+    ours = OpRecord("op-1", 0, ("s1", "s3"), (f"{NS}/u", f"{NS}/v"), since=NOW)
+    actuator = make_actuator(await make_client("r"))
+    (outcome,) = await actuator.execute(plan_of(record(high, ours, SEEN)))
+    assert outcome.result is Result.ABANDONED
+    assert outcome.detail == "operation record changed since the plan (now op-1)"
+    assert api.writes("r") == []
+    assert api.get(WORKLOADS, "high", NS)["metadata"]["annotations"][KEYS.op] == other.encode()  # type: ignore[index]
+
+
+async def test_record_op_after_a_conflict_writes_while_the_record_is_the_one_seen(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    high = seed_workload(api, "high", {KEYS.op: SEEN.encode()})
+    # Kueue touched the status meanwhile: a 409 that says nothing about the record.
+    api.patch(WORKLOADS, "high", {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}, NS)
+    ours = OpRecord("op-1", 0, ("s1", "s3"), (f"{NS}/u", f"{NS}/v"), since=NOW)
+    actuator = make_actuator(await make_client("r"))
+    (outcome,) = await actuator.execute(plan_of(record(high, ours, SEEN)))
+    assert (outcome.result, outcome.detail) == (Result.APPLIED, "attempt 2")
+    (write,) = api.writes("r")
+    assert write.body["metadata"]["annotations"] == {KEYS.op: ours.encode()}
+    assert api.get(WORKLOADS, "high", NS)["metadata"]["annotations"][KEYS.op] == ours.encode()  # type: ignore[index]
+
+
+async def test_record_op_of_a_new_op_is_dropped_when_one_appeared_meanwhile(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    high = seed_workload(api, "high")
+    api.patch(WORKLOADS, "high", {"metadata": {"annotations": {KEYS.op: SEEN.encode()}}}, NS)
+    ours = OpRecord("op-1", 0, ("s9",), (f"{NS}/z",), since=NOW)
+    actuator = make_actuator(await make_client("r"))
+    (outcome, skipped) = await actuator.execute(plan_of(record(high, ours, None), hold(seed_workload(api, "z"))))
+    assert (outcome.result, skipped.result) == (Result.ABANDONED, Result.SKIPPED)
     assert api.writes("r") == []

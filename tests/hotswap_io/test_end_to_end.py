@@ -22,16 +22,19 @@ from hotswap.kube.actuator import Result
 from hotswap.planner.actions import EventReason
 
 from .cluster import (
+    JOBSETS,
     NS,
     WORKLOADS,
     add_slices,
     base_cluster,
     evict_pods_on,
     fail_node,
+    jobset,
     jobset_restarted,
     kueue_deactivated,
     recover_node,
     run_jobset,
+    workload,
 )
 from .conftest import ClientFactory
 from .helpers import eventually
@@ -241,5 +244,66 @@ async def test_jobset_label_selector_limits_what_is_considered(
         outcomes = await controller.reconcile_once()
         assert [o for o in outcomes if o.result is Result.APPLIED] == []
         assert api.requests_for("list", "jobsets.jobset.x-k8s.io")[-1].query["labelSelector"] == "team=ml"
+    finally:
+        await controller.stop_watches()
+
+
+async def test_held_workload_outside_the_configured_namespaces_is_released(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    """Issue 11.8: `namespaces` shrank after `old/low` was held. Its JobSet is now outside the view, so no release
+    rule (capacity, preemptor gone, maxHold) ever applied to it; the reconciler must still give it back."""
+    base_cluster(api)
+    js = jobset("low", 1, "p10")
+    js["metadata"]["namespace"] = "old"
+    js = api.put(JOBSETS, js)
+    held = workload(js, 10)
+    held["spec"]["active"] = False
+    held["metadata"]["annotations"] = {
+        KEYS.held_by: f"{NS}/high/uid-high/0",
+        KEYS.op_id: "op-1",
+        KEYS.held_since: "2026-09-01T12:00:00Z",
+    }
+    api.put(WORKLOADS, held)
+    config = CONFIG.model_copy(update={"namespaces": (NS,)})
+    controller = Controller(config, await make_client("reconciler"), identity="reconciler")
+    controller.start_watches()
+    try:
+        await eventually(controller.caches_ready)
+        await caught_up(api, controller)
+        outcomes = await controller.reconcile_once()
+        assert [(o.action.workload.key, o.result) for o in outcomes] == [("old/jobset-low", Result.APPLIED)]  # type: ignore[union-attr]
+        stored = api.get(WORKLOADS, "jobset-low", "old")
+        assert stored is not None and stored["spec"]["active"] is True
+        assert KEYS.held_by not in stored["metadata"]["annotations"]
+        assert api.get(JOBSETS, "low", "old") is not None  # the JobSet itself is never touched
+    finally:
+        await controller.stop_watches()
+
+
+async def test_dry_run_pass_log_and_metrics_say_why_a_jobset_is_not_considered(
+    api: FakeApiServer, make_client: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Also (issue 11): a JobSet without the exclusive-topology annotation is never a victim or preemptor; the
+    pass log (in --dry-run too) and the metrics say so instead of leaving the operator guessing."""
+    base_cluster(api)
+    add_slices(api, "v0")
+    js = jobset("plain", 1, "p10")
+    js["metadata"]["annotations"] = {}
+    api.put(WORKLOADS, workload(api.put(JOBSETS, js), 10))
+    controller = Controller(CONFIG, await make_client("reconciler"), identity="reconciler", dry_run=True)
+    controller.start_watches()
+    try:
+        await eventually(controller.caches_ready)
+        await caught_up(api, controller)
+        with caplog.at_level("INFO", logger="hotswap.controller"):
+            await controller.reconcile_once()
+        (record,) = [r for r in caplog.records if r.getMessage() == "reconcile pass"]
+        diagnostics = record.__dict__["diagnostics"]
+        assert record.__dict__["dry_run"] is True
+        ((reason, count, examples),) = diagnostics["exclusions"]
+        assert "exclusive-topology" in reason and count == 1 and examples == (f"{NS}/plain",)
+        sample = controller.metrics.registry.get_sample_value("hotswap_excluded", {"reason": reason})
+        assert sample == 1
     finally:
         await controller.stop_watches()

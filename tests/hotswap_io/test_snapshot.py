@@ -298,3 +298,64 @@ def test_builder_remembers_whether_a_departed_pod_had_failed() -> None:
     builder.on_pod_event("DELETED", running)
     departed = builder.build(nodes=[], pods=[], jobsets=[], workloads=[], cluster_queues=[]).departed_pods
     assert sorted(d.failed for d in departed) == [False, True]
+
+
+NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/node-selector"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+
+def _template_annotated(raw: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    raw["spec"]["replicatedJobs"][0]["template"]["metadata"] = {"annotations": annotations}
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("jobset_annotations", "template_annotations", "static"),
+    [
+        ({EXCLUSIVE: "cloud.google.com/gke-nodepool"}, {NODE_SELECTOR: "true"}, True),  # issue 11.7
+        ({}, {EXCLUSIVE: "cloud.google.com/gke-nodepool", NODE_SELECTOR: "true"}, True),
+        ({EXCLUSIVE: "cloud.google.com/gke-nodepool", NODE_SELECTOR: "true"}, {}, True),
+        # JobSet copies its own node-selector annotation to the Jobs only with its own exclusive annotation.
+        ({NODE_SELECTOR: "true"}, {EXCLUSIVE: "cloud.google.com/gke-nodepool"}, False),
+        ({EXCLUSIVE: "cloud.google.com/gke-nodepool"}, {}, False),
+    ],
+)
+def test_node_selector_strategy_follows_jobset_on_metadata_and_replicated_job_template(
+    jobset_annotations: dict[str, str], template_annotations: dict[str, str], static: bool
+) -> None:
+    raw = with_uid(jobset("train", 2, "high"), "js-1")
+    raw["metadata"]["annotations"] = jobset_annotations
+    js = jobset_from(_template_annotated(raw, template_annotations))
+    assert js is not None
+    assert js.exclusive_topology == "cloud.google.com/gke-nodepool"
+    assert js.node_selector_strategy is static
+
+
+@pytest.mark.parametrize(
+    ("preemption", "reservation", "reclaim_any", "borrowing"),
+    [
+        (
+            {"reclaimWithinCohort": "Any"},
+            [{"name": "v6e", "resources": [{"name": "google.com/tpu", "total": "64", "borrowed": "16"}]}],
+            True,
+            True,
+        ),
+        (
+            {"reclaimWithinCohort": "LowerPriority"},
+            [{"name": "v6e", "resources": [{"name": "google.com/tpu", "total": "64", "borrowed": "0"}]}],
+            False,
+            False,
+        ),
+        ({}, [{"name": "v6e", "resources": [{"name": "google.com/tpu", "total": "64"}]}], False, False),
+    ],
+)
+def test_cluster_queue_reclaim_policy_and_borrowing(
+    preemption: dict[str, str], reservation: list[dict[str, Any]], reclaim_any: bool, borrowing: bool
+) -> None:
+    cq = {
+        "metadata": {"name": "cq"},
+        "spec": {"cohortName": "tpu", "preemption": preemption, "resourceGroups": []},
+        "status": {"flavorsReservation": reservation},
+    }
+    parsed = cluster_queue_from(cq)
+    assert parsed is not None and (parsed.reclaim_any, parsed.borrowing) == (reclaim_any, borrowing)

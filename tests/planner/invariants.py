@@ -8,7 +8,7 @@ These recompute facts independently where practical instead of calling the plann
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, decode_history
@@ -22,6 +22,7 @@ from hotswap.planner.actions import (
     HoldVictim,
     Plan,
     RecordOp,
+    ReleaseReason,
     ReleaseVictim,
     make_op_id,
 )
@@ -159,7 +160,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
 
     held_after = {jobset_key(w) for w in after.workloads if keys.held_by in w.annotations and not w.active}
     for record in records.values():
-        op = OpRecord.decode(record.set_annotations[keys.op])
+        op = record.op
         preemptor = workloads.get(record.workload.key)
         if op is None or preemptor is None:
             problems.append(f"malformed op record {record}")
@@ -201,9 +202,20 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
                 continue
             if not any(vk in occupants.get(p, set()) for p in op.reserved):
                 problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
+        previous = OpRecord.decode(preemptor.annotations.get(keys.op, "")) if keys.op in preemptor.annotations else None
+        # Issue 11.6: fence holds are counted in the op and bounded per op, not only per pass.
+        fenced_now = sum(1 for h in holds if h.fenced and h.op_id == op.op_id)
+        before = previous.fenced if previous is not None and previous.op_id == op.op_id else 0
+        if op.fenced != before + fenced_now:
+            problems.append(f"op {op.op_id} counts {op.fenced} fence holds, expected {before} + {fenced_now}")
+        if fenced_now and op.fenced > config.fence_holds_per_slice * len(op.reserved):
+            problems.append(f"op {op.op_id} fenced {op.fenced} > {config.fence_holds_per_slice} per reserved slice")
+        if previous is None or previous.op_id != op.op_id:
+            problems += _redundant_victims(
+                keys.op, op, h_js, victim_keys, workloads, jobset_key, running, slices, occupants, after
+            )
         # I8: infra-only trigger: some pod (live or departed) of the preemptor sat on an unhealthy slice. Only a
         # new op needs one; rewriting an open op (an extension, C12) continues what infra started.
-        previous = OpRecord.decode(preemptor.annotations.get(keys.op, "")) if keys.op in preemptor.annotations else None
         if previous is not None and previous.op_id == op.op_id:
             continue
         pools_touched = {
@@ -244,6 +256,70 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
                 f"I8 op {op.op_id} for {h_js.key} without an unhealthy slice, a priority inversion or starvation"
             )
 
+    # I10 (whatever the reconciler holds it can give back): a held Workload whose JobSet is outside the view
+    # (namespace not configured, or no such JobSet) falls under no other rule, so it is released at once.
+    released_now = {a.workload.key for a in plan.actions if isinstance(a, ReleaseVictim)}
+    for wl in snapshot.workloads:
+        owner = jobsets.get(wl.owner_jobset_uid or "")
+        outside = owner is None or bool(config.namespaces and owner.namespace not in config.namespaces)
+        if wl.annotations.get(keys.held_by) and outside and wl.key not in released_now:
+            problems.append(f"I10 {wl.key} is held outside the reconciler's view and not released")
+
+    # Kueue's reclaimWithinCohort Any: a released victim that fits its queue's nominal quota evicts borrowers of
+    # other queues of the cohort irrespective of priority. Capacity and preemptor-gone releases must not expose
+    # a running, strictly higher borrower (maxHold and reactivation are not the planner's choice).
+    queues = {q.name: q for q in snapshot.cluster_queues}
+    for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
+        released = workloads.get(release.workload.key)
+        if released is None or release.reason not in (ReleaseReason.CAPACITY, ReleaseReason.PREEMPTOR_GONE):
+            continue
+        own = queues.get(released.cluster_queue or "")
+        for other in snapshot.workloads:
+            borrower = queues.get(other.cluster_queue or "")
+            if (
+                borrower is None
+                or not borrower.borrowing
+                or borrower.cohort_name is None
+                or (other.priority or 0) <= (released.priority or 0)
+                or not other.active
+                or not any(c.type == "Admitted" and c.status is ConditionStatus.TRUE for c in other.conditions)
+            ):
+                continue
+            reclaimers = [
+                q for q in queues.values() if q.reclaim_any and q.cohort_name == borrower.cohort_name and q != borrower
+            ]
+            if (own is None and reclaimers) or own in reclaimers:
+                problems.append(f"{released.key} released while reclaimWithinCohort Any could evict {other.key}")
+
+    # B.7(a): a capacity release never takes a shape a strictly higher held victim still waits for (one left held
+    # after the plan, not kept by an open op (E3), where no reclaimWithinCohort Any queue can defer releases).
+    op_victims_after = {
+        v
+        for w in after.workloads
+        if keys.op in w.annotations and (rec := OpRecord.decode(w.annotations[keys.op])) is not None
+        for v in rec.victims
+    }
+    still_held = [
+        w
+        for w in after.workloads
+        if keys.held_by in w.annotations and not w.active and w.key not in op_victims_after and w.key in workloads
+    ]
+
+    def shapes_of(wl: Workload) -> list[SliceShape]:
+        js = jobsets.get(wl.owner_jobset_uid or "")
+        return [rj.shape for rj in js.replicated_jobs if rj.shape is not None and rj.replicas > 0] if js else []
+
+    if not any(q.reclaim_any for q in snapshot.cluster_queues):
+        for release in (a for a in plan.actions if isinstance(a, ReleaseVictim) and a.reason is ReleaseReason.CAPACITY):
+            released = workloads.get(release.workload.key)
+            if released is None:
+                continue
+            for waiting in still_held:
+                if (waiting.priority or 0) > (released.priority or 0) and any(
+                    a.matches(b) for a in shapes_of(released) for b in shapes_of(waiting)
+                ):
+                    problems.append(f"B.7(a) {released.key} released onto capacity higher held {waiting.key} waits for")
+
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)
         if released is None or keys.held_by not in released.annotations:
@@ -252,6 +328,63 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         cleared = workloads.get(clear.workload.key)
         if cleared is None or (keys.op not in cleared.annotations and clear.workload.key not in records):
             problems.append(f"clear of {clear.workload.key} which has no operation")
+    return problems
+
+
+def _redundant_victims(
+    op_key: str,
+    op: OpRecord,
+    js: JobSet,
+    victim_keys: set[str],
+    workloads: Mapping[str, Workload],
+    jobset_key: Callable[[Workload], str],
+    running: Mapping[str, int],
+    slices: Mapping[str, Slice],
+    occupants: Mapping[str, set[str]],
+    after: ClusterSnapshot,
+) -> list[str]:
+    """I7 per operation (not per shape): removing any victim a new op chose leaves its deficit uncovered.
+
+    Ops that free a slice the preemptor itself is on (priority inversions) are not checked: all of its other
+    occupants must go. The deficit is what `op.slices` hold per shape of the preemptor. Without victim x, the
+    slices that could still serve are those the op takes or its victims occupy, usable, reserved by no other op
+    after the plan, whose every occupant is the preemptor or another victim of the op. Fresh admissions held by
+    the admission fence free quota, not slices, and are left out.
+    """
+    if any(js.key in occupants.get(p, set()) for p in op.slices):
+        return []  # a slice priority inversion: the op frees the slice the preemptor is on, not any slice
+    keys_after = {w.key: w for w in after.workloads}
+    reserved_elsewhere = {
+        pool
+        for w in after.workloads
+        if w.owner_jobset_uid != js.uid and (other := OpRecord.decode(w.annotations.get(op_key, ""))) is not None
+        for pool in other.reserved
+    }
+    shapes = {rj.shape for rj in js.replicated_jobs if rj.shape is not None}
+    need = {shape: sum(1 for p in op.slices if p in slices and slices[p].shape.matches(shape)) for shape in shapes}
+    chosen = []
+    for key in op.victims:
+        wl = workloads.get(key)
+        if wl is None or key not in keys_after:
+            continue
+        vk = jobset_key(wl)
+        if op.since is not None and _fresh_admission(wl, op.since) and not running.get(vk):
+            continue  # fenced: frees quota, not a slice
+        chosen.append(vk)
+    problems = []
+    for victim in chosen:
+        rest = (victim_keys - {victim}) | {js.key}
+        pools = set(op.slices) | {p for p, there in occupants.items() if there & (victim_keys - {victim})}
+        usable = [
+            p
+            for p in pools
+            if (found := slices.get(p)) is not None
+            and found.health is SliceHealth.HEALTHY
+            and p not in reserved_elsewhere
+            and occupants.get(p, set()) <= rest
+        ]
+        if need and all(sum(1 for p in usable if slices[p].shape.matches(s)) >= n for s, n in need.items()):
+            problems.append(f"I7 victim {victim} of {op.op_id} is redundant: the other victims cover the deficit")
     return problems
 
 

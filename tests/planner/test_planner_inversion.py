@@ -70,7 +70,7 @@ def test_inversion_past_grace_holds_the_lower_jobset_as_an_op_for_the_higher() -
     held = [a for a in result.actions if isinstance(a, HoldVictim)]
     assert [(a.workload.key, a.preemptor.key) for a in held] == [(fleet.workload_of(lo).key, fleet.workload_of(h).key)]
     record = next(a for a in result.actions if isinstance(a, RecordOp))
-    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    op = record.op
     assert op is not None and op.slices == ("p1",) and op.victims == (fleet.workload_of(lo).key,)
     assert op.since == T0
     reasons = [(e.reason, e.involved.name) for e in result.events]

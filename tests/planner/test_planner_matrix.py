@@ -152,7 +152,7 @@ def test_B1_spare_slice_is_used_before_any_victim() -> None:
     result = run(fleet.snapshot())
     assert held(result) == []
     record = next(a for a in result.actions if isinstance(a, RecordOp))
-    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    op = record.op
     assert op is not None and op.slices == ("spare",)
     # p1, which the preemptor still holds, is reserved too: its restart empties p1 before the new attempt runs.
     assert op.kept == ("p1",) and op.reserved == ("p1", "spare")
@@ -326,7 +326,7 @@ def test_C3_crash_after_hold_before_record_reconstructs_the_op() -> None:
     resumed = run(holds_only, now=T0 + timedelta(seconds=5))
     records = [a for a in resumed.actions if isinstance(a, RecordOp)]
     assert len(records) == 1 and held(resumed) == []
-    rebuilt = OpRecord.decode(records[0].set_annotations[KEYS.op])
+    rebuilt = records[0].op
     victim_key = next(a.workload.key for a in first.actions if isinstance(a, HoldVictim))
     assert rebuilt is not None and rebuilt.victims == (victim_key,)
 
@@ -397,7 +397,7 @@ def test_C12_newcomer_on_a_reserved_slice_is_held_as_an_op_extension() -> None:
     result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
     assert held(result) == ["intruder"]
     record = next(a for a in result.actions if isinstance(a, RecordOp))
-    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    op = record.op
     assert op is not None and [v.split("-")[1] for v in op.victims] == ["intruder", "low"]
     assert op.slices == ("v0",) and op.kept == ("p1",)
     assert result.diagnostics.ops_extended_victims == 1
@@ -425,7 +425,7 @@ def test_C12_newcomer_next_to_the_preemptors_leader_on_a_healed_slice_is_held() 
     result = run(fleet.snapshot(), now=T0 + timedelta(seconds=40))
     assert held(result) == ["intruder"]
     record = next(a for a in result.actions if isinstance(a, RecordOp))
-    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    op = record.op
     assert op is not None and op.slices == ("p0", "v0")  # the healed slice is reserved from now on
     assert EventReason.DONE not in reasons(result)
 
@@ -447,7 +447,7 @@ def test_C12_newcomer_that_may_not_be_held_blocks_without_any_eviction(protect: 
 
 def _op_written(result: Plan) -> OpRecord:
     record = next(a for a in result.actions if isinstance(a, RecordOp))
-    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    op = record.op
     assert op is not None
     return op
 
@@ -569,7 +569,7 @@ def _fresh(
 
 def _op_of(result: Plan) -> OpRecord:
     record = next(a for a in result.actions if isinstance(a, RecordOp))
-    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    op = record.op
     assert op is not None
     return op
 

@@ -8,13 +8,13 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from hotswap.annotations import AnnotationKeys, OpRecord
+from hotswap.annotations import AnnotationKeys
 from hotswap.config import HotswapConfig, Scope
 from hotswap.model import ClusterSnapshot, PodPhase
 from hotswap.planner import plan
 from hotswap.planner.actions import HoldVictim, RecordOp
 from hotswap.planner.simulate import apply_actions
-from tests.planner.builders import T0, Fleet, JobSetBuilder
+from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 
 FAIL_MODES = ("unreachable", "not-ready", "cordon", "deleted")
@@ -103,10 +103,7 @@ def test_newcomers_on_reserved_slices_keep_the_invariants(
     first = plan(snapshot, T0, config)
     state = apply_actions(snapshot, first.actions, T0)
     reserved = sorted(
-        pool
-        for a in first.actions
-        if isinstance(a, RecordOp) and (op := OpRecord.decode(a.set_annotations[KEYS.op])) is not None
-        for pool in op.reserved
+        pool for a in first.actions if isinstance(a, RecordOp) and (op := a.op) is not None for pool in op.reserved
     )
     assume(reserved)
     pool = reserved[pick % len(reserved)]
@@ -174,11 +171,7 @@ def test_admission_fence_holds_only_fresh_lower_priority_work_that_never_ran(
     config = HotswapConfig()
     first = plan(snapshot, T0, config)
     state = apply_actions(snapshot, first.actions, T0)
-    ops = {
-        a.workload.key: op
-        for a in first.actions
-        if isinstance(a, RecordOp) and (op := OpRecord.decode(a.set_annotations[KEYS.op])) is not None
-    }
+    ops = {a.workload.key: op for a in first.actions if isinstance(a, RecordOp) and (op := a.op) is not None}
     reserved = sorted(pool for op in ops.values() for pool in op.reserved)
     assume(reserved)
     fleet = _editable(state)
@@ -221,3 +214,47 @@ def test_admission_fence_holds_only_fresh_lower_priority_work_that_never_ran(
     for key, count in per_preemptor.items():
         assert count <= len(ops[key].reserved)
     event("fenced" if fenced else "not fenced")
+
+
+@st.composite
+def mixed_shape_fleets(draw: st.DrawFn) -> ClusterSnapshot:
+    """A high-priority JobSet spanning 4x4 and 2x4 slices loses some; every other slice runs lower work of either or
+    both shapes: victims chosen shape by shape must still be minimal over the whole operation (I7, issue 11.1)."""
+    free_big = [f"b{i}" for i in range(draw(st.integers(2, 6)))]
+    free_small = [f"q{i}" for i in range(draw(st.integers(2, 6)))]
+    fleet = Fleet().slices(*free_big).slices(*free_small, topology="2x4")
+    fleet.queue("cq", "cohort")
+    jobs = []
+    j = 0
+    while free_big or free_small:
+        low = 1 if j == 0 else 0
+        n_big = draw(st.integers(min(low, len(free_big)), min(2, len(free_big))))
+        n_small = draw(st.integers(min(low, len(free_small)), min(2, len(free_small))))
+        if n_big + n_small == 0:
+            n_big, n_small = (1, 0) if free_big else (0, 1)
+        on_big, free_big = free_big[:n_big], free_big[n_big:]
+        on_small, free_small = free_small[:n_small], free_small[n_small:]
+        builder = JobSetBuilder("ml", f"job{j}")
+        if n_big:
+            builder.replicated_job("big", n_big)
+        if n_small:
+            builder.replicated_job("small", n_small, SHAPE_2X4)
+        priority = 1000 if j == 0 else draw(st.sampled_from([10, 10, 100, 1000]))
+        admitted = T0 - timedelta(minutes=draw(st.integers(5, 120)))
+        jobs.append((fleet.run(builder, [*on_big, *on_small], priority, "cq", admitted_at=admitted), on_big + on_small))
+        j += 1
+    for i, (js, on) in enumerate(jobs):
+        if i == 0 or draw(st.integers(0, 3)) == 0:
+            for pool in draw(st.lists(st.sampled_from(on), min_size=1, max_size=3, unique=True)):
+                fleet.fail(pool, T0 - timedelta(minutes=2)).evict_pods(js, pool, T0 - timedelta(minutes=2))
+    return fleet.snapshot()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+@given(snapshot=mixed_shape_fleets())
+def test_mixed_shape_operations_keep_the_invariants(snapshot: ClusterSnapshot) -> None:
+    config = HotswapConfig()
+    result = plan(snapshot, T0, config)
+    event(f"victims held: {sum(isinstance(a, HoldVictim) for a in result.actions)}")
+    assert_invariants(snapshot, result, config)
+    assert convergence_violations(snapshot, result, config) == []

@@ -69,7 +69,7 @@ def ops(result: Plan) -> dict[str, OpRecord]:
     found = {}
     for action in result.actions:
         if isinstance(action, RecordOp):
-            op = OpRecord.decode(action.set_annotations[KEYS.op])
+            op = action.op
             assert op is not None
             found[action.workload.name] = op
     return found

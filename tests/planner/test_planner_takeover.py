@@ -117,7 +117,7 @@ def run(snapshot: ClusterSnapshot, config: HotswapConfig = CFG) -> Plan:
 
 def _op(result: Plan, js: JobSet) -> OpRecord:
     record = next(a for a in result.actions if isinstance(a, RecordOp) and a.workload.name.endswith(js.uid[-5:]))
-    op = OpRecord.decode(record.set_annotations[KEYS.op])
+    op = record.op
     assert op is not None
     return op
 

@@ -12,7 +12,7 @@ from hotswap.planner.actions import EventReason
 from hotswap.sim import kubescheduler
 from hotswap.sim.bench import restart_floor_s
 from hotswap.sim.engine import EventLoop
-from hotswap.sim.params import HOUR, FailureKind, JobClass, Scenario, Timing
+from hotswap.sim.params import HOUR, FailureKind, Failures, JobClass, Scenario, Timing
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.simulator import Simulator
@@ -289,3 +289,22 @@ def test_a_starved_high_jobset_takes_the_low_jobsets_slice_after_starvation_grac
     assert max(p.diagnostics.starved_preemptors for p in policy.plans) == 1
     low = next(j for j in sim.live if j.cls.name == "low")
     assert low.running  # released once the slice was repaired
+
+
+def _deep_queue() -> Scenario:
+    """A 2-slice high JobSet on 8 slices with a deep queue of 1-slice low JobSets (24 for 6 free slots), failing
+    often: every hold frees quota Kueue gives the next queued low JobSet."""
+    return two_classes(
+        "deep_queue", 3, 40.0, 8, high=(2, 1, 50.0), low=(1, 24, 6.0), failures=Failures(rate_multiplier=100.0)
+    )
+
+
+def test_admission_fence_holds_per_operation_are_bounded_in_a_deep_queue() -> None:
+    """Issue 11.6: unbounded, the fence held 15-16 never-started JobSets per operation here, one after another
+    as each hold freed the quota for the next. Bounded at fenceHoldsPerSlice (2) per reserved slice, an op
+    (at most 2 reserved slices) holds at most 4, and nobody is lost."""
+    bounded = Simulator(_deep_queue(), ReconcilerPolicy(HotswapConfig())).run().summary
+    assert bounded["ops_holding"] > 0 and bounded["lost_victims"] == 0 and bounded["partial_preemptions"] == 0
+    assert 0 < bounded["fence_holds_per_op"]["max"] <= 2 * 2
+    unbounded = Simulator(_deep_queue(), ReconcilerPolicy(HotswapConfig(fence_holds_per_slice=100))).run().summary
+    assert unbounded["fence_holds_per_op"]["max"] > 2 * 2  # the scenario does cascade

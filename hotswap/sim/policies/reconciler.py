@@ -140,12 +140,15 @@ class ReconcilerPolicy:
                     job.annotations.pop(key, None)
                 job.annotations.update(action.set_annotations)
                 sim.deactivate(job)
+                sim.rec.ops.add(action.op_id)
+                if action.fenced:
+                    sim.rec.fence_holds[action.op_id] = sim.rec.fence_holds.get(action.op_id, 0) + 1
             elif isinstance(action, ReleaseVictim):
                 _remove(job, action.remove_annotations)
                 job.annotations.update(action.set_annotations)
                 sim.reactivate(job)
             elif isinstance(action, RecordOp):
-                job.annotations.update(action.set_annotations)
+                job.annotations.update(action.annotations())
                 job.rv += 1
             elif isinstance(action, ClearOp):
                 _remove(job, action.remove_annotations)

@@ -364,7 +364,7 @@ class WithinClusterQueue(StrEnum):
 
 
 class ReclaimWithinCohort(StrEnum):
-    """Reclaim lent quota from other queues of the cohort."""
+    """Reclaim lent quota from other queues of the cohort. `LowerPriority` (default) evicts only borrowing workloads of lower priority than the reclaiming one; `Any` evicts them irrespective of priority, so a low-priority workload the hotswap reconciler releases could evict the high-priority JobSet it was held for (the reconciler then defers such releases while an operation in another queue is open)."""
 
     NEVER = "Never"
     LOWER_PRIORITY = "LowerPriority"
@@ -393,7 +393,7 @@ class Preemption(TypedDict):
     within_cluster_queue: NotRequired[WithinClusterQueue]
     """Admission-time preemption inside the queue."""
     reclaim_within_cohort: NotRequired[ReclaimWithinCohort]
-    """Reclaim lent quota from other queues of the cohort."""
+    """Reclaim lent quota from other queues of the cohort. `LowerPriority` (default) evicts only borrowing workloads of lower priority than the reclaiming one; `Any` evicts them irrespective of priority, so a low-priority workload the hotswap reconciler releases could evict the high-priority JobSet it was held for (the reconciler then defers such releases while an operation in another queue is open)."""
     borrow_within_cohort: NotRequired[BorrowWithinCohort]
     """Preemption while borrowing (only with a cohort)."""
 

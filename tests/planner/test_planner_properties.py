@@ -190,11 +190,7 @@ def test_admission_fence_holds_only_fresh_lower_priority_work_that_never_ran(
     workloads = {w.key: w for w in after.workloads}
     jobsets = {j.uid: j for j in after.jobsets}
     # An op opened in this pass (a newcomer disrupted, a takeover, starvation) fences in the same pass too.
-    ops |= {
-        a.workload.key: op
-        for a in result.actions
-        if isinstance(a, RecordOp) and (op := OpRecord.decode(a.set_annotations[KEYS.op])) is not None
-    }
+    ops |= {a.workload.key: a.op for a in result.actions if isinstance(a, RecordOp)}
     fenced = {e.involved.key for e in result.events if "admission fence" in e.message}
     holds = [a for a in result.actions if isinstance(a, HoldVictim)]
     per_preemptor: dict[str, int] = {}

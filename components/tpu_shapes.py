@@ -10,6 +10,7 @@ TPU_RESOURCE = "google.com/tpu"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 TPU_TAINT_KEY = "google.com/tpu"
 # v6e node pools need this GKE version or newer (GKE TPU v6e docs).
 MIN_GKE_VERSION = "1.31.2-gke.1115000"

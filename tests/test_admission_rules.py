@@ -369,7 +369,9 @@ def test_kueue_rules_match_the_pinned_webhook_source() -> None:
 
 
 def test_reconciler_workload_writes_pass_the_workload_webhook_and_schema() -> None:
-    from hotswap.annotations import AnnotationKeys
+    from datetime import UTC, datetime
+
+    from hotswap.annotations import AnnotationKeys, OpRecord
     from hotswap.config import HotswapConfig
     from hotswap.kube.actuator import WorkloadChecks
     from hotswap.planner.actions import ClearOp, HoldVictim, ObjectRef, RecordOp, ReleaseReason, ReleaseVictim
@@ -408,7 +410,9 @@ def test_reconciler_workload_writes_pass_the_workload_webhook_and_schema() -> No
                 ref, "op-1", ReleaseReason.CAPACITY, keys.victim_hold_keys(), {keys.released_at: "2026-12-03T17:05:00Z"}
             )
         )[0],
-        checks.record_op(RecordOp(ref, "op-1", {keys.op: "v1;op-1;pools=a,b"}))[0],
+        checks.record_op(
+            RecordOp(ref, OpRecord("op-1", 0, ("a", "b"), ("ml/victim",), datetime(2026, 12, 3, tzinfo=UTC)), keys.op)
+        )[0],
         checks.clear_op(ClearOp(ref, "op-1", (keys.op,)))[0],
     ]
     current = admitted

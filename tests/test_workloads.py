@@ -150,3 +150,12 @@ def test_cli_renders_yaml(capsys: pytest.CaptureFixture[str]) -> None:
         == 2
     )
     assert "jobset.topology" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shape", tpu_shapes.SHAPES, ids=lambda s: s.key)
+def test_each_slice_is_exclusive_without_locking_a_pool_of_single_host_vms(shape: tpu_shapes.SliceShape) -> None:
+    # JobSet keeps every other exclusive Job out of the whole topology domain: per node pool for a multi-host slice
+    # (the pool is the slice), per VM for single-host shapes, whose pool holds many independent slices.
+    obj = tpu_jobset(spec(topology=shape.topology, machine_type=shape.machine_type, slices=2))
+    expected = "cloud.google.com/gke-nodepool" if shape.vms > 1 else "kubernetes.io/hostname"
+    assert obj["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == expected

@@ -103,6 +103,15 @@ class TpuJobSetSpec(ConfigModel):
         return tpu_shapes.resolve_shape(self.topology, self.machine_type)
 
 
+def exclusive_topology_key(shape: tpu_shapes.SliceShape) -> str:
+    """The domain each child Job (one slice) gets to itself: its node pool for a multi-host slice, its VM otherwise.
+
+    JobSet keeps every other exclusive Job out of the whole domain, and a pool of single-host slices holds many
+    VMs: exclusive on the node pool there would let one slice of one JobSet block every other VM of the pool.
+    """
+    return tpu_shapes.NODEPOOL_LABEL if shape.multi_host else tpu_shapes.HOSTNAME_LABEL
+
+
 def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
     """The JobSet object (jobset.x-k8s.io/v1alpha2) for `spec`."""
     shape = spec.shape
@@ -128,7 +137,7 @@ def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
         container["args"] = list(spec.args)
     if spec.env:
         container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
-    annotations = {EXCLUSIVE_TOPOLOGY: tpu_shapes.NODEPOOL_LABEL}
+    annotations = {EXCLUSIVE_TOPOLOGY: exclusive_topology_key(shape)}
     if spec.fast_fail:
         annotations[FAST_FAIL_ANNOTATION] = "true"
     if spec.protect:

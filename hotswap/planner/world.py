@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from hotswap.annotations import (
+    HOSTNAME_LABEL,
     KUEUE_PRIORITY_BOOST,
     NODEPOOL_LABEL,
     AnnotationKeys,
@@ -33,14 +34,25 @@ from hotswap.model import (
     find_condition,
 )
 from hotswap.planner.actions import ObjectRef
-from hotswap.slices import UNREACHABLE_TAINT, Slice, SliceHealth, classify_groups, confirm_failures, slice_key
+from hotswap.slices import (
+    UNREACHABLE_TAINT,
+    Slice,
+    SliceHealth,
+    classify_groups,
+    confirm_failures,
+    expected_host_count,
+    slice_key,
+)
 
 DEFAULT_JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 
 # Exclusion reasons (`World.excluded`): each silently keeps an object out of every decision.
 NODE_WITHOUT_TPU_LABELS = "TPU node without accelerator/topology labels: not part of any slice"
 NO_WORKLOAD = "TPU JobSet without a Kueue Workload: never a preemptor or victim"
-NOT_EXCLUSIVE = f"TPU JobSet without exclusive-topology {NODEPOOL_LABEL}: never a preemptor or victim"
+NOT_EXCLUSIVE = (
+    f"TPU JobSet without exclusive-topology {NODEPOOL_LABEL} (or {HOSTNAME_LABEL} for single-host slices only): "
+    "never a preemptor or victim"
+)
 NODE_SELECTOR = "TPU JobSet with node-selector exclusive placement (static): never a preemptor or victim"
 OTHER_CONTROLLER = "TPU JobSet managed by another controller: never a preemptor or victim"
 NO_OWNER = "Workload without an owner JobSet uid: not attributed to any JobSet"
@@ -91,7 +103,7 @@ class Unit:
             and _admitted_and_live(wl.conditions)
         )
         self.movable = (
-            js.exclusive_topology == NODEPOOL_LABEL
+            exclusive_per_slice(js)
             and not js.node_selector_strategy
             and js.managed_by in (None, "", DEFAULT_JOBSET_CONTROLLER)
         )
@@ -385,11 +397,26 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     )
 
 
+def exclusive_per_slice(js: JobSet) -> bool:
+    """Whether JobSet's exclusive placement gives each child Job whole slices to itself.
+
+    A multi-host slice is one node pool; a pool of single-host shapes holds one slice per VM, where exclusive
+    placement per node (`kubernetes.io/hostname`) is what keeps a slice whole and lets the pool's other VMs serve
+    other slices. Per node is not per slice for a multi-host shape (its Job would span VMs of several pools).
+    """
+    if js.exclusive_topology == NODEPOOL_LABEL:
+        return True
+    if js.exclusive_topology != HOSTNAME_LABEL:
+        return False
+    shapes = [rj.shape for rj in js.replicated_jobs if rj.shape is not None]
+    return bool(shapes) and all(expected_host_count(s.topology, s.chips_per_host) == 1 for s in shapes)
+
+
 def _unit_exclusion(unit: Unit) -> str:
     js = unit.jobset
     if unit.workload is None:
         return NO_WORKLOAD
-    if js.exclusive_topology != NODEPOOL_LABEL:
+    if not exclusive_per_slice(js):
         return NOT_EXCLUSIVE
     if js.node_selector_strategy:
         return NODE_SELECTOR

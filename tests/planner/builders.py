@@ -184,6 +184,12 @@ class JobSetBuilder:
         self._js = replace(self._js, restarts=value)
         return self
 
+    def exclusive(self, topology_key: str) -> Self:
+        """Exclusive placement on another topology key (the default is the node pool)."""
+        annotations = {**self._js.annotations, JOBSET_EXCLUSIVE_TOPOLOGY: topology_key}
+        self._js = replace(self._js, exclusive_topology=topology_key, annotations=annotations)
+        return self
+
     def not_exclusive(self) -> Self:
         self._js = replace(self._js, exclusive_topology=None, annotations={})
         return self

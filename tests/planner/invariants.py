@@ -27,7 +27,7 @@ from hotswap.planner.actions import (
     make_op_id,
 )
 from hotswap.planner.simulate import apply_actions
-from hotswap.slices import Slice, SliceHealth, classify_slices, confirm_failures, slice_key
+from hotswap.slices import Slice, SliceHealth, classify_slices, confirm_failures, expected_host_count, slice_key
 
 
 def _workload_index(snapshot: ClusterSnapshot) -> dict[str, Workload]:
@@ -82,11 +82,11 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     slices = confirm_failures(
         slices, workload_failures(snapshot, now, config), now, config.unhealthy_grace, config.confirmed_unhealthy_grace
     )
-    pool_of = {n.name: n.node_pool for n in snapshot.nodes}
+    pool_of = {n.name: slice_key(n) or n.node_pool for n in snapshot.nodes}  # a single-host VM is a slice
     hosts_of: dict[str, list[str]] = {}
     for n in snapshot.nodes:
-        if n.node_pool:
-            hosts_of.setdefault(n.node_pool, []).append(n.name)
+        if pool_of[n.name]:
+            hosts_of.setdefault(pool_of[n.name] or "", []).append(n.name)
     occupants: dict[str, set[str]] = {}
     running: dict[str, int] = {}  # JobSet key -> Running pods, any node
     for pod in snapshot.pods:
@@ -388,6 +388,15 @@ def _redundant_victims(
     return problems
 
 
+def exclusive_per_slice(js: JobSet) -> bool:
+    """Node pool, or the VM when every TPU shape of the JobSet is single-host (restated for the oracle)."""
+    shapes = [rj.shape for rj in js.replicated_jobs if rj.shape is not None]
+    single_host = bool(shapes) and all(expected_host_count(s.topology, s.chips_per_host) == 1 for s in shapes)
+    return js.exclusive_topology == NODEPOOL_LABEL or (
+        js.exclusive_topology == "kubernetes.io/hostname" and single_host
+    )
+
+
 def _waited(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig, js: JobSet, wl: Workload) -> bool:
     """The JobSet may starve: it runs in Kueue (admitted, active, not evicted or finished, not suspended or held),
     is Kueue-managed with default exclusive placement and default controller, not in a TAS ClusterQueue, and a pod
@@ -406,7 +415,7 @@ def _waited(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig, js: Jo
         and all(conditions[k].status is not ConditionStatus.TRUE for k in ("Evicted", "Finished") if k in conditions)
     )
     movable = (
-        js.exclusive_topology == NODEPOOL_LABEL
+        exclusive_per_slice(js)
         and not js.node_selector_strategy
         and js.managed_by in (None, "", "jobset.sigs.k8s.io/jobset-controller")
     )

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hotswap.model import TaintEffect
+import pytest
+
+from hotswap.annotations import HOSTNAME_LABEL, NODEPOOL_LABEL
+from hotswap.config import HotswapConfig
+from hotswap.model import SliceShape, TaintEffect
+from hotswap.planner import plan
+from hotswap.planner.actions import HoldVictim, Plan
+from hotswap.planner.world import NOT_EXCLUSIVE
 from hotswap.slices import SliceHealth, classify_slices, slice_key
-from tests.planner.builders import T0, NodeBuilder, slice_nodes
+from tests.planner.builders import SHAPE_4X4, T0, V6E, Fleet, JobSetBuilder, NodeBuilder, slice_nodes
+from tests.planner.invariants import assert_invariants
+
+CFG = HotswapConfig()
+SHAPE_2X2 = SliceShape(V6E, "2x2", 4)
 
 
 def test_single_host_pool_nodes_are_separate_slices() -> None:
@@ -45,3 +56,37 @@ def test_one_bad_host_takes_a_whole_multi_host_slice_down() -> None:
         [b.obj() for b in builders], T0, timedelta(seconds=20), timedelta(seconds=120), ["google.com/tpu"]
     )
     assert list(slices) == ["big"] and slices["big"].health is SliceHealth.UNHEALTHY
+
+
+# --- exclusive placement per VM on single-host slices ------------------------------------------------------------
+
+
+def _disrupted_single_host(victim_topology_key: str, victim_shape: SliceShape = SHAPE_2X2) -> Plan:
+    """H on two 2x2 slices (one fails); a lower JobSet on a third slice with exclusive placement on `key`."""
+    topology = "4x4" if victim_shape is SHAPE_4X4 else "2x2"
+    fleet = Fleet().slices("p0", "p1", topology="2x2").slices("v0", topology=topology)
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2, SHAPE_2X2), ["p0", "p1"], 1000)
+    low = JobSetBuilder("ml", "low").replicated_job("w", 1, victim_shape).exclusive(victim_topology_key)
+    fleet.run(low, ["v0"], 10)
+    fleet.fail("p0", T0 - timedelta(minutes=1)).evict_pods(high, "p0", T0 - timedelta(minutes=1))
+    snapshot = fleet.snapshot()
+    result = plan(snapshot, T0, CFG)
+    assert_invariants(snapshot, result, CFG)
+    return result
+
+
+def _held(result: Plan) -> list[str]:
+    return sorted(a.workload.name.split("-")[1] for a in result.actions if isinstance(a, HoldVictim))
+
+
+@pytest.mark.parametrize("key", [NODEPOOL_LABEL, HOSTNAME_LABEL])
+def test_single_host_jobsets_exclusive_per_vm_or_per_pool_are_victims(key: str) -> None:
+    # Per VM is what the workload template writes for single-host shapes: per pool would let one slice of one
+    # JobSet keep every other VM of its pool idle. Both give each Job whole slices, so both may be moved.
+    assert _held(_disrupted_single_host(key)) == ["low"]
+
+
+def test_exclusive_per_vm_is_not_per_slice_for_a_multi_host_shape() -> None:
+    result = _disrupted_single_host(HOSTNAME_LABEL, SHAPE_4X4)
+    assert _held(result) == []
+    assert [count for reason, count, _ in result.diagnostics.exclusions if reason == NOT_EXCLUSIVE] == [1]

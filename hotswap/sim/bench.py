@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from hotswap.sim.metrics import pool
+from hotswap.sim.metrics import exchange_rate, pool
 from hotswap.sim.params import Scenario
 from hotswap.sim.plot import plot_mttr
 from hotswap.sim.runner import POLICIES, run_one
@@ -78,7 +78,10 @@ def run_scenarios(
     for sc in scenarios:
         used = seeds or [sc.seed]
         per_seed = {str(s): {policy: results[(sc.name, s, policy)].summary for policy in POLICIES} for s in used}
+        for seed_runs in per_seed.values():
+            add_exchange_rates(seed_runs)
         policies = {policy: pool([per_seed[str(s)][policy] for s in used]) for policy in POLICIES}
+        add_exchange_rates(policies)
         out[sc.name] = {
             "params": sc.model_dump(mode="json"),
             "seed": used[0],
@@ -89,6 +92,15 @@ def run_scenarios(
             "events": {policy: sum(results[(sc.name, s, policy)].events for s in used) for policy in POLICIES},
         }
     return out
+
+
+def add_exchange_rates(policies: dict[str, Any]) -> None:
+    """`exchange_rate` per policy: high-priority useful chip-time gained over `none` (same seeds, same event
+    streams) per chip-time of the policy's victims' progress thrown away."""
+    base = policies["none"]["high_useful_chip_s"]
+    for stats in policies.values():
+        stats["high_gain_over_none_chip_h"] = round((stats["high_useful_chip_s"] - base) / 3600.0, 3)
+        stats["exchange_rate"] = exchange_rate(stats["high_useful_chip_s"] - base, stats["policy_victim_lost_chip_s"])
 
 
 def mttr_ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[str, float]:
@@ -121,6 +133,9 @@ def table(report: dict[str, Any]) -> str:
         ("lasting n", lambda p: p["mttr_lasting_s"]["n"]),
         ("its p50/95/99 s", lambda p: _quantiles(p["mttr_lasting_s"])),
         ("goodput", lambda p: p["high_goodput"]),
+        ("fleet gp", lambda p: p["fleet_goodput"]),
+        ("victim chip-h/inc", lambda p: p["victim_lost_chip_h_per_incident"]),
+        ("exch.rate", lambda p: p.get("exchange_rate", math.nan)),
         ("victims/inc", lambda p: p["victims_per_incident"]),
         ("fence/op mean/max", lambda p: f"{fmt(p['fence_holds_per_op']['mean'])}/{p['fence_holds_per_op']['max']}"),
         ("partial", lambda p: p["partial_preemptions"]),
@@ -128,7 +143,7 @@ def table(report: dict[str, Any]) -> str:
         ("lost", lambda p: p["lost_victims"]),
         ("util", lambda p: p["utilisation"]),
     ]
-    widths = [10, 19, 16, 19, 9, 12, 18, 8, 10, 6, 8]
+    widths = [10, 19, 10, 19, 9, 10, 18, 10, 12, 18, 8, 10, 6, 8]
     lines = []
     for name, block in report["scenarios"].items():
         seeds = block.get("seeds", [block["seed"]])

@@ -30,7 +30,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 
 def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]) -> None:
     data, _ = report
-    assert set(data["scenarios"]) == {"steady_1x", "steady_3x", "storm_4_in_60s", "long_repairs"}
+    assert set(data["scenarios"]) == {"steady_1x", "steady_3x", "storm_4_in_60s", "long_repairs", "spare_4"}
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name
         assert isinstance(block["seed"], int)

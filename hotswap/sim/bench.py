@@ -25,7 +25,7 @@ from hotswap.sim.scaling import measure
 from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
 from hotswap.sim.simulator import RunResult
 
-SCALING_SIZES = (32, 256, 1024)
+SCALING_SIZES = (32, 256, 1024, 4096)
 QUANTILES = ("p50", "p95", "p99")
 K = TypeVar("K")
 
@@ -262,6 +262,9 @@ def targets(report: dict[str, Any], spare_free: str = "steady_1x", spare: str = 
     if 1024 in scaling:
         p99 = scaling[1024]["p99_ms"]
         add("planner pass p99 <= 100 ms at 1,024 slices / 4,096 JobSets", f"{p99:.1f} ms", p99 <= 100)
+    if 4096 in scaling:
+        p99 = scaling[4096]["p99_ms"]
+        add("planner pass p99 <= 500 ms at 4,096 slices / 16,384 JobSets", f"{p99:.1f} ms", p99 <= 500)
     if 256 in scaling and 1024 in scaling:
         growth = scaling[1024]["p50_ms"] / max(scaling[256]["p50_ms"], 1e-9)
         nlogn = (1024 * math.log(1024)) / (256 * math.log(256))

@@ -21,6 +21,7 @@ from kubernetes_asyncio import client
 
 from hotswap.annotations import AnnotationKeys, OpRecord, parse_time
 from hotswap.config import HotswapConfig
+from hotswap.gctuning import collection_deferred, freeze_long_lived
 from hotswap.kube.actuator import Actuator, LeadershipLost, Outcome, Result
 from hotswap.kube.backoff import Backoff
 from hotswap.kube.events import EventRecorder
@@ -107,6 +108,7 @@ class Controller:
         self._stopping = asyncio.Event()
         self._heartbeat = time.monotonic()
         self._passes = 0
+        self._heap_frozen = False
         self._watch_tasks: list[asyncio.Task[None]] = []
         self._retry_backoff = Backoff(base=1.0, cap=config.resync_period.total_seconds())
         self._previous_blocked: set[tuple[str, str]] = set()
@@ -243,6 +245,10 @@ class Controller:
                 if not self.caches_ready():
                     log.info("caches not synced and healthy yet; skipping pass")
                     continue
+                if not self._heap_frozen:
+                    # The synced caches are the bulk of the heap: no later full collection should walk them.
+                    freeze_long_lived()
+                    self._heap_frozen = True
                 try:
                     await self.reconcile_once()
                 except LeadershipLost:
@@ -280,9 +286,10 @@ class Controller:
         started = time.monotonic()
         result = "ok"
         try:
-            snapshot = self.snapshot()
-            now = self._clock()
-            plan = make_plan(snapshot, now, self.config)
+            with collection_deferred():  # no full GC inside snapshot + plan (hotswap/gctuning.py)
+                snapshot = self.snapshot()
+                now = self._clock()
+                plan = make_plan(snapshot, now, self.config)
             # What the snapshot leaves out is a fact about the cluster, exported in dry-run too.
             self.metrics.excluded.clear()
             for reason, count, _examples in plan.diagnostics.exclusions:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hotswap.sim.bench import bench, seeds_for, table
+from hotswap.sim.bench import add_exchange_rates, bench, seeds_for, table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     summaries = {p: run_one(scenario, p).summary for p in policies}
+    if "none" in summaries:
+        add_exchange_rates(summaries)
     if args.json:
         for s in summaries.values():
             s.pop("mttr_samples_s", None)

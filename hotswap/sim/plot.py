@@ -20,9 +20,11 @@ def plot_mttr(report: dict[str, Any], out: Path) -> None:
 
 
 def mttr_figure(report: dict[str, Any]) -> Figure:
-    """One MTTR CDF panel per scenario: every policy, all incidents and lasting repairs."""
+    """Per scenario, an MTTR CDF panel (every policy, all incidents and lasting repairs) above a goodput panel."""
     scenarios = report["scenarios"]
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.5 * len(scenarios), 4), squeeze=False)
+    fig, axes = plt.subplots(2, len(scenarios), figsize=(4.5 * len(scenarios), 8), squeeze=False)
+    for ax, (name, block) in zip(axes[1], scenarios.items(), strict=True):
+        _goodput_panel(ax, name, block)
     for ax, (name, block) in zip(axes[0], scenarios.items(), strict=True):
         for i, (policy, stats) in enumerate(block["policies"].items()):
             color = f"C{i}"
@@ -44,6 +46,26 @@ def mttr_figure(report: dict[str, Any]) -> Figure:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.suptitle("MTTR CDF per policy (failure -> all pods of the new attempt Running)")
+    fig.suptitle("MTTR CDF per policy (failure -> all pods of the new attempt Running); fleet chip-time by use")
     fig.tight_layout()
     return fig
+
+
+def _goodput_panel(ax: Any, name: str, block: dict[str, Any]) -> None:
+    """Stacked bars per policy: useful chip-time per tier, then badput by cause, as shares of provisioned."""
+    policies = list(block["policies"])
+    bottoms = [0.0] * len(policies)
+    first = block["policies"][policies[0]]
+    segments = [(f"useful {t}", "useful_chip_s_by_tier", t) for t in first.get("useful_chip_s_by_tier", {})]
+    segments += [(cause.replace("_", " "), "badput_s", cause) for cause in first.get("badput_s", {})]
+    for i, (label, key, sub) in enumerate(segments):
+        shares = [
+            block["policies"][p][key].get(sub, 0.0) / max(block["policies"][p]["provisioned_chip_s"], 1e-9)
+            for p in policies
+        ]
+        ax.bar(policies, shares, bottom=bottoms, label=label, color=f"C{i % 10}")
+        bottoms = [b + v for b, v in zip(bottoms, shares, strict=True)]
+    ax.set_ylabel("share of provisioned chip-time")
+    ax.set_title(f"{name}: goodput")
+    if segments:
+        ax.legend(fontsize=6, loc="lower left")

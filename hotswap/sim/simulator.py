@@ -127,7 +127,7 @@ class Simulator:
         plan = kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now)
         for victim in plan.preempt:
             self.rec.kueue_preemptions += 1
-            self._evict(victim, JobState.QUEUED)
+            self._evict(victim, JobState.QUEUED, victim=True)
         for job in plan.admit:
             self._admit(job)
         pending = [p for j in self.live if j.state is JobState.ADMITTED for p in j.pods if p.phase is PodPhase.PENDING]
@@ -195,6 +195,7 @@ class Simulator:
             return
         t = self.timing
         self._close_idle(s)
+        self._close_occupied(s)
         s.healthy = False
         s.schedulable = False
         s.fault_kind = kind
@@ -262,6 +263,7 @@ class Simulator:
             if pod is not None:
                 pod.failed = True
                 self._pod_gone(pod)
+        self.rec.down_slice_s += self.now - epoch
         s.healthy = True
         s.schedulable = True
         s.node_ready = True
@@ -275,8 +277,9 @@ class Simulator:
         self._kick()
 
     # ------------------------------------------------------------------ JobSet mechanics
-    def _interrupt(self, job: Job) -> None:
-        """Training stops now; progress since the last checkpoint is lost."""
+    def _interrupt(self, job: Job, *, victim: bool = False, completed: bool = False) -> None:
+        """Training stops now; progress since the last checkpoint is lost (none of it when the work completed).
+        The loss is a victim's when `victim` (Kueue preemption) or the policy marked the job as one."""
         self._interrupted.add(job)
         if job.completion is not None:
             job.completion.cancel()
@@ -287,13 +290,26 @@ class Simulator:
             self._arm_pods_ready(job, recovery=True)
         ran = self.now - job.run_start
         ckpt = self.timing.checkpoint_interval_s
-        kept = math.floor(ran / ckpt) * ckpt if ckpt > 0 else ran
+        kept = ran if completed or ckpt <= 0 else math.floor(ran / ckpt) * ckpt
         job.progress_s += kept
         self.rec.productive_slice_s += ran * job.slices
+        self._account_running(job, kept, ran - kept, victim=victim or job.victim_since is not None)
         if self.rec.is_high(job.priority):
             self.rec.high_run_s += ran
             self.rec.high_lost_s += ran - kept
         job.run_start = None
+
+    def _account_running(self, job: Job, kept_s: float, lost_s: float, *, victim: bool) -> None:
+        rec = self.rec
+        rec.useful_slice_s[job.cls.name] = rec.useful_slice_s.get(job.cls.name, 0.0) + kept_s * job.slices
+        if rec.is_high(job.priority):
+            rec.high_useful_slice_s += kept_s * job.slices
+        if not victim:
+            rec.wasted_own_slice_s += lost_s * job.slices
+            return
+        rec.wasted_victim_slice_s += lost_s * job.slices
+        if job.victim_since is not None:
+            rec.wasted_policy_victim_slice_s += lost_s * job.slices
 
     def _child_failed(self, job: Job) -> None:
         """A child Job failed (backoffLimit 0): apply the JobSet failurePolicy."""
@@ -349,6 +365,8 @@ class Simulator:
 
     def _bind(self, pod: Pod, s: Slice, host: int) -> None:
         self._close_idle(s)
+        if s.occupied_since is None:
+            s.occupied_since = self.now
         s.hosts[host] = pod
         pod.slice, pod.host = s, host
         pod.phase = PodPhase.STARTING
@@ -395,7 +413,7 @@ class Simulator:
 
     def _finish(self, job: Job) -> None:
         job.completion = None
-        self._interrupt(job)
+        self._interrupt(job, completed=True)
         job.progress_s = job.work_s
         job.state = JobState.FINISHED
         self.rec.finished[job.cls.name] = self.rec.finished.get(job.cls.name, 0) + 1
@@ -457,6 +475,7 @@ class Simulator:
         if current:
             job.pods.remove(pod)
         if s.healthy and s.empty:
+            self._close_occupied(s)
             s.idle_since = self.now
             s.vacated_by_victim = job.victim_since is not None
         if current and job.state is JobState.ADMITTED:
@@ -494,12 +513,24 @@ class Simulator:
 
     def _close_idle(self, s: Slice) -> None:
         if s.idle_since is not None and s.healthy:
+            idle = self.now - s.idle_since
+            backlog = self._backlog()
             if s.vacated_by_victim:
-                self.rec.freed_idle_slice_s += self.now - s.idle_since
-            if self._backlog():
-                self.rec.idle_with_backlog_slice_s += self.now - s.idle_since
+                self.rec.freed_idle_slice_s += idle
+                self.rec.reserved_idle_slice_s += idle
+            elif backlog:
+                self.rec.idle_queued_slice_s += idle
+            else:
+                self.rec.idle_no_demand_slice_s += idle
+            if backlog:
+                self.rec.idle_with_backlog_slice_s += idle
         s.idle_since = None
         s.vacated_by_victim = False
+
+    def _close_occupied(self, s: Slice) -> None:
+        if s.occupied_since is not None:
+            self.rec.occupied_slice_s += self.now - s.occupied_since
+            s.occupied_since = None
 
     def _backlog(self) -> bool:
         return any(j.state is JobState.QUEUED or (j.state is JobState.ADMITTED and not j.running) for j in self.live)
@@ -543,7 +574,7 @@ class Simulator:
         if job.state is JobState.ADMITTED and not job.pods and not job.restarting:
             self._create_leaders(job)
 
-    def _evict(self, job: Job, to: JobState) -> None:
+    def _evict(self, job: Job, to: JobState, *, victim: bool = False) -> None:
         """Kueue eviction: suspend the JobSet, release quota (terminating pods do not count)."""
         if to is JobState.HELD and job.active:
             return  # reactivated before Kueue processed the deactivation
@@ -553,7 +584,7 @@ class Simulator:
                 job.state = JobState.HELD
             return
         self.note(f"kueue evicts {job.name} -> {to.value}")
-        self._interrupt(job)  # an open incident stays open: MTTR runs until the job runs again
+        self._interrupt(job, victim=victim)  # an open incident stays open: MTTR runs until the job runs again
         self._close_stale(job)
         job.state = to
         job.quota_reserved = False
@@ -601,10 +632,15 @@ class Simulator:
             if job.run_start is not None:
                 ran = horizon - job.run_start
                 self.rec.productive_slice_s += ran * job.slices
+                # Work in flight at the horizon is not thrown away: the run goes on.
+                self._account_running(job, ran, 0.0, victim=False)
                 if self.rec.is_high(job.priority):
                     self.rec.high_run_s += ran
         for s in self.slices:
             self._close_idle(s)
+            self._close_occupied(s)
+            if not s.healthy and s.failed_at is not None:
+                self.rec.down_slice_s += horizon - s.failed_at
 
     def end_states(self) -> dict[str, int]:
         counts = {state.value: 0 for state in JobState}
@@ -633,6 +669,7 @@ class Simulator:
             high_population=high_population,
             lost_victims=self.lost_victims(),
             end_states=self.end_states(),
+            chips_per_slice=self.chips_per_slice,
         )
 
     # ------------------------------------------------------------------ hooks for the reconciler policy

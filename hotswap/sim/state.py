@@ -135,6 +135,7 @@ class Slice:
     repair_at: float | None = None
     idle_since: float | None = 0.0  # healthy and empty since
     vacated_by_victim: bool = False  # the last emptying was a policy eviction
+    occupied_since: float | None = None  # healthy with at least one pod bound since (fleet goodput ledger)
 
     @property
     def empty(self) -> bool:

@@ -307,3 +307,27 @@ async def test_dry_run_pass_log_and_metrics_say_why_a_jobset_is_not_considered(
         assert sample == 1
     finally:
         await controller.stop_watches()
+
+
+async def test_a_pass_plans_with_cyclic_gc_deferred_and_turns_it_back_on(
+    failed_cluster: FakeApiServer, make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    import hotswap.controller as controller_module
+
+    seen: list[bool] = []
+    real_plan = controller_module.make_plan
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real_plan(*args, **kwargs)
+
+    monkeypatch.setattr(controller_module, "make_plan", spy)
+    controller = await started(make_client, failed_cluster)
+    try:
+        await controller.reconcile_once()
+        assert seen == [False]  # no full collection can land inside the pass
+        assert gc.isenabled()
+    finally:
+        await controller.stop_watches()

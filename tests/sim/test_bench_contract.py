@@ -30,7 +30,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 
 def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]) -> None:
     data, _ = report
-    assert set(data["scenarios"]) == {"steady_1x", "steady_3x", "storm_4_in_60s", "long_repairs"}
+    assert set(data["scenarios"]) == {"steady_1x", "steady_3x", "storm_4_in_60s", "long_repairs", "spare_4"}
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name
         assert isinstance(block["seed"], int)
@@ -53,4 +53,26 @@ def test_the_plot_has_one_panel_per_scenario_titled_by_it(report: tuple[dict[str
     data, out = report
     assert (out / "mttr.png").stat().st_size > 10_000
     titles = [ax.get_title() for ax in mttr_figure(data).axes]
-    assert titles == list(data["scenarios"])
+    assert titles == list(data["scenarios"]) + [f"{name}: goodput" for name in data["scenarios"]]
+
+
+def test_every_policy_reports_fleet_goodput_badput_and_an_exchange_rate(report: tuple[dict[str, Any], Path]) -> None:
+    data, _ = report
+    for block in data["scenarios"].values():
+        for policy, stats in block["policies"].items():
+            useful = sum(stats["useful_chip_s_by_tier"].values())
+            assert 0.0 < stats["fleet_goodput"] <= 1.0
+            assert stats["fleet_goodput"] == pytest.approx(useful / stats["provisioned_chip_s"], abs=1e-4)
+            assert set(stats["goodput_by_tier"]) == {"high", "medium", "low"}
+            assert set(stats["badput_s"]) >= {
+                "own_disruption_wasted_progress",
+                "victim_wasted_progress",
+                "restart_initialisation",
+                "idle_while_queued",
+                "reserved_unused",
+            }
+            assert useful + sum(stats["badput_s"].values()) == pytest.approx(stats["provisioned_chip_s"], rel=1e-6)
+            assert isinstance(stats["victim_lost_chip_h_per_incident"], float)
+            assert isinstance(stats["exchange_rate"], float)
+            if policy == "none":
+                assert stats["high_gain_over_none_chip_h"] == 0.0

@@ -8,7 +8,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from hotswap.annotations import AnnotationKeys, OpRecord
+from hotswap.annotations import AnnotationKeys
 from hotswap.config import HotswapConfig, Scope
 from hotswap.model import ClusterSnapshot, PodPhase
 from hotswap.planner import plan

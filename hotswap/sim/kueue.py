@@ -8,8 +8,10 @@ first, most recently admitted first, greedy then a minimising reverse pass. Pree
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from hotswap.sim.state import Job, JobState
 
@@ -33,16 +35,25 @@ def plan_admission(jobs: Iterable[Job], quota_chips: int, chips_per_slice: int, 
         key=lambda j: (-j.priority, j.created, j.id),
     )
     plan = AdmissionPlan()
+    # Ranked once: the candidates for a queued workload are the prefix of lower priority (nothing is marked for
+    # preemption before the loop ends), and a prefix that cannot cover the need is skipped by its total. A deep
+    # queue of low-priority work behind a full fleet used to rescan every admitted job per queued workload.
+    ranked = sorted(
+        (j for j in admitted if j.state is JobState.ADMITTED),
+        key=lambda j: (j.priority, -(j.last_admitted_at or 0.0), j.id),
+    )
+    priorities = [j.priority for j in ranked]
+    totals = [0, *accumulate(_demand(j, chips_per_slice) for j in ranked)]
     for w in queued:
         need = _demand(w, chips_per_slice)
         if used + need <= quota_chips:
             plan.admit.append(w)
             used += need
             continue
-        candidates = sorted(
-            (j for j in admitted if j.state is JobState.ADMITTED and j.priority < w.priority and j not in plan.preempt),
-            key=lambda j: (j.priority, -(j.last_admitted_at or 0.0), j.id),
-        )
+        lower = bisect_left(priorities, w.priority)
+        if used - totals[lower] + need > quota_chips:
+            continue
+        candidates = ranked[:lower]
         chosen: list[Job] = []
         freed = 0
         for c in candidates:

@@ -67,6 +67,14 @@ class AnnotationKeys:
     def fast_fail(self) -> str:
         return f"{self.domain}/fast-fail"
 
+    @property
+    def last_checkpoint(self) -> str:
+        """RFC 3339 time of the JobSet's last completed checkpoint, kept current by the training code (optional).
+
+        A victim that has just checkpointed loses almost nothing when evicted; without the signal the planner
+        can only bound the loss by how long the current attempt has been running."""
+        return f"{self.domain}/last-checkpoint"
+
     def victim_hold_keys(self) -> tuple[str, ...]:
         """Keys removed on release (hold-count and hold-history stay: they carry rate-limit history)."""
         return (self.held_by, self.op_id, self.held_since)

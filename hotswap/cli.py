@@ -1,4 +1,5 @@
-"""Command line: ``hotswap run`` (the controller) and ``hotswap release-all`` (uninstall cleanup)."""
+"""Command line: ``hotswap run`` (the controller), ``hotswap release-all`` (uninstall cleanup) and
+``hotswap mark-checkpoint`` (training code publishing its last checkpoint)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import socket
 import sys
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
-from hotswap.annotations import AnnotationKeys
+from hotswap.annotations import AnnotationKeys, parse_time
 from hotswap.config import ConfigError, HotswapConfig, load_config
 from hotswap.controller import Controller
+from hotswap.kube.checkpoint import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, mark_checkpoint, resolve_target
 from hotswap.kube.client import new_api_client
 from hotswap.kube.release_all import release_all
 from hotswap.logs import setup_logging
@@ -81,7 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reactivate every Workload carrying the held-by annotation, one update each, and "
         "remove open-operation annotations. Run it after the reconciler Deployment is gone.",
     )
+    mark = commands.add_parser(
+        "mark-checkpoint",
+        parents=[common],
+        help="publish that this JobSet has just checkpointed (run from the training pod after each checkpoint)",
+        description="Set the JobSet's last-checkpoint annotation, so the reconciler prefers evicting work that "
+        "has just checkpointed. Needs `patch` on jobsets.jobset.x-k8s.io in the namespace. Exits 0 even when "
+        "the API refuses (a missed checkpoint mark must not fail training); 2 when the target is unknown.",
+    )
+    mark.add_argument("--jobset", help=f"JobSet name (default: ${JOBSET_ENV})")
+    mark.add_argument("--namespace", help=f"namespace (default: ${NAMESPACE_ENV}, else the pod's service account's)")
+    mark.add_argument("--at", type=_moment, help="checkpoint time, RFC 3339 (default: now), e.g. 2026-12-03T10:15:00Z")
     return parser
+
+
+def _moment(text: str) -> datetime:
+    moment = parse_time(text)
+    if moment is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time, e.g. 2026-12-03T10:15:00Z")
+    return moment
 
 
 def _load(args: argparse.Namespace) -> HotswapConfig:
@@ -132,6 +153,20 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
     return 0 if report.ok else 1
 
 
+async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> int:
+    try:
+        namespace, jobset = resolve_target(args.jobset, args.namespace)
+    except CheckpointTargetError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    api = await new_api_client(args.kubeconfig, args.context)
+    try:
+        await mark_checkpoint(api, AnnotationKeys(config.annotation_domain), namespace, jobset, args.at)
+    finally:
+        await api.close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
@@ -142,4 +177,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "run":
         return asyncio.run(_run(args, config))
+    if args.command == "mark-checkpoint":
+        return asyncio.run(_mark_checkpoint(args, config))
     return asyncio.run(_release_all(args, config))

@@ -192,6 +192,15 @@ class HotswapConfig(BaseModel):
         "like an infra-disrupted one. 0 disables starvation preemption; otherwise at least 5s, and keep it well "
         "below Kueue's waitForPodsReady timeout, or Kueue evicts the JobSet first.",
     )
+    eviction_delay: Duration = _duration(
+        timedelta(0),
+        timedelta(minutes=10),
+        timedelta(0),
+        "An infra-disrupted JobSet takes victims only once its failure has lasted this long (spare slices at once). "
+        "If the failed slices are back by then, it restarts in place and nobody is evicted: a transient costs a "
+        "victim its progress since its last checkpoint and buys nothing. Each second of delay adds up to a second "
+        "to every lasting repair once it exceeds the JobSet's own restart time; 0 evicts at detection.",
+    )
     fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
     eviction_timeout: Duration = _duration(
         timedelta(seconds=10),

@@ -8,6 +8,7 @@ convention read-only. All times are timezone-aware UTC datetimes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -94,6 +95,14 @@ class SliceShape:
     def key(self) -> str:
         """Shape identity ignoring chips-per-host (used to group; `matches` refines)."""
         return f"{self.accelerator}/{self.topology}"
+
+    @property
+    def chips(self) -> int | None:
+        """TPU chips in one slice of this shape (the product of the topology's dimensions); None if unparsable."""
+        dims = self.topology.lower().split("x")
+        if not all(d.isdigit() for d in dims):
+            return None
+        return math.prod(int(d) for d in dims)
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,8 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             starved_preemptors=preempted.starved,
             ops_open=len(ledger.open_ops),
             ops_planned=planned,
-            ops_blocked=len(blocked),
+            ops_blocked=len(blocked) - ledger.waiting,
+            ops_waiting=ledger.waiting,
             ops_done=ledger.done,
             ops_extended_victims=ledger.extended,
             ops_fenced_victims=ledger.fenced,
@@ -95,7 +96,7 @@ def _wakeup(world: World, ledger: Ledger) -> datetime | None:
     """`next_wakeup` of the snapshot; holds and releases written this pass add their own deadlines."""
     found = next_wakeup(world)
     config = world.config
-    extra = []
+    extra = [t for t in ledger.deadlines if t > world.now]
     if any(isinstance(a, HoldVictim) for a in ledger.actions):
         extra.append(world.now + config.max_hold)
     if any(isinstance(a, ReleaseVictim) for a in ledger.actions):

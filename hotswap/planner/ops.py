@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from hotswap.annotations import OpRecord, decode_history, format_time
 from hotswap.planner.actions import (
@@ -44,9 +45,13 @@ class Ledger:
     fenced: int = 0
     """Fresh admissions held by the admission fence this pass (C12, before their pods land)."""
     inverted: int = 0
+    """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
     deferred: int = 0
     """Capacity releases deferred because Kueue's `reclaimWithinCohort: Any` could evict higher-priority work."""
-    """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
+    waiting: int = 0
+    """Infra-disrupted preemptors that take no victims yet: their failure is younger than `evictionDelay`."""
+    deadlines: list[datetime] = field(default_factory=list)
+    """Instants this pass's decisions change by the clock alone (e.g. an `evictionDelay` ending)."""
     taken_over: dict[str, str] = field(default_factory=dict)
     """Preemptor uid → why: held this pass by a strictly higher preemptor that needs its slice (I9); its op is
     aborted (the hold write removes it) and claims nothing."""

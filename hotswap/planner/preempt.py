@@ -100,8 +100,8 @@ def plan_preemptions(
         queue.append((unit, evidence))
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
     # Starved preemptors after every infra one: infra failures have first call on the budget and the spares.
-    sources: list[tuple[Unit, datetime | None]] = [(u, None) for u, _ in queue]
-    sources += [(s.unit, s.since) for s in starved]
+    sources: list[tuple[Unit, datetime | None, Disruption | None]] = [(u, None, e) for u, e in queue]
+    sources += [(s.unit, s.since, None) for s in starved]
 
     # Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3) carry no op in the snapshot
     # yet; they are no victims either (I9), so they are excluded with the disrupted ones.
@@ -114,7 +114,7 @@ def plan_preemptions(
     fresh: list[Unit] | None = None  # the fence's candidates and held victims by preemptor, built on first need
     held_for: dict[str, list[Unit]] = {}
 
-    for preemptor, starving in sources:
+    for preemptor, starving, disruption in sources:
         needs = deficit(world, preemptor, _booked(ledger, preemptor.uid))
         if starving is not None:
             wl = preemptor.workload
@@ -138,6 +138,14 @@ def plan_preemptions(
                     taken.append(pool)
                     k -= 1
             remaining[shape] = k
+
+        if disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops:
+            until = _eviction_wait(world, disruption)
+            if until is not None:
+                blocked.append(Blocked(preemptor, needs))  # what it may need soon is not released to others
+                ledger.waiting += 1
+                ledger.deadlines.append(until)
+                continue
 
         victims: list[Unit] = []
         assigned: list[str] = []  # slices the victims free for this preemptor
@@ -252,6 +260,13 @@ def plan_preemptions(
         planned += 1
         held += len(victims)
     return Planned(blocked, planned, held, considered)
+
+
+def _eviction_wait(world: World, evidence: Disruption) -> datetime | None:
+    """When a new op for this failure may take victims, if not yet (`evictionDelay` after the failure). A slice
+    that is back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted."""
+    until = evidence.since + world.config.eviction_delay
+    return until if world.now < until else None
 
 
 def _assign(

@@ -94,9 +94,9 @@ VictimOrder = tuple[int, int, float, str]
 
 
 def victim_order(unit: Unit, now: datetime) -> VictimOrder:
-    """Preference among victims: lower priority first, then least progress lost (most recently (re)started),
-    then name."""
-    return (unit.kueue_priority, unit.pod_priority, (now - unit.start_time()).total_seconds(), unit.key)
+    """Preference among victims: lower priority first, then the least training thrown away (chips x progress
+    since the last checkpoint, or since the attempt started when no checkpoint is published), then name."""
+    return (unit.kueue_priority, unit.pod_priority, unit.chips * unit.progress_at_risk_s(now), unit.key)
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,8 @@ class Unit:
     """Slices (pools) holding at least one non-terminal pod of this JobSet, any attempt."""
     held_by: HeldBy | None = None
     op: OpRecord | None = None
+    checkpoint: datetime | None = None
+    """The JobSet's `last-checkpoint` annotation, when the training code publishes one."""
     key: str = field(init=False)
     """`namespace/name` of the JobSet."""
     uid: str = field(init=False)
@@ -90,6 +92,7 @@ class Unit:
     movable: bool = field(init=False)
     """Default-strategy exclusive placement per node pool, default controller (B.3, B15)."""
     _demand: Mapping[SliceShape, int] | None = field(default=None, init=False, repr=False)
+    _chips: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         js, wl = self.jobset, self.workload
@@ -118,6 +121,27 @@ class Unit:
                     demand[rj.shape] = demand.get(rj.shape, 0) + rj.replicas
             self._demand = demand
         return self._demand
+
+    @property
+    def chips(self) -> int:
+        """TPU chips the JobSet runs on (a slice of unknown size counts as one chip)."""
+        if self._chips is None:
+            self._chips = sum((shape.chips or 1) * count for shape, count in self.demand.items())
+        return self._chips
+
+    def progress_at_risk_s(self, now: datetime) -> float:
+        """Seconds of training an eviction now would throw away, at most: since the last checkpoint, or since the
+        current attempt started when no checkpoint is known (or the last one predates the attempt)."""
+        safe = self.start_time()
+        attempt = self.jobset.restarts
+        created = [
+            p.creation_timestamp for p in self.live_pods if p.restart_attempt == attempt and p.creation_timestamp
+        ]
+        if created:
+            safe = max(safe, min(created))
+        if self.checkpoint is not None:
+            safe = max(safe, self.checkpoint)
+        return max((now - safe).total_seconds(), 0.0)
 
     def workload_ref(self) -> ObjectRef:
         wl = self.workload
@@ -231,7 +255,7 @@ def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
 
 def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> World:
     keys = AnnotationKeys(config.annotation_domain)
-    held_by_key, op_key = keys.held_by, keys.op
+    held_by_key, op_key, checkpoint_key = keys.held_by, keys.op, keys.last_checkpoint
     boost_enabled = config.priority_boost_enabled
     namespaces = frozenset(config.namespaces)
 
@@ -290,6 +314,9 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             unit.held_by = HeldBy.decode(held_by) if held_by else None
             op = annotations.get(op_key)
             unit.op = OpRecord.decode(op) if op is not None else None
+        if js.annotations:
+            checkpoint = js.annotations.get(checkpoint_key)
+            unit.checkpoint = parse_time(checkpoint) if checkpoint else None
         if (wl is None or not unit.movable) and any(rj.shape is not None for rj in js.replicated_jobs):
             excluded.setdefault(_unit_exclusion(unit), []).append(unit.key)
         units[js.uid] = unit

@@ -221,6 +221,17 @@ def _default_classes() -> tuple[JobClass, ...]:
     )
 
 
+class ReconcilerKnobs(_Frozen):
+    """Reconciler settings a scenario may change (the rest are `HotswapConfig` defaults), so a sweep can trace
+    their trade-offs. Defaults equal `HotswapConfig`'s (tested)."""
+
+    eviction_delay_s: Seconds = Field(
+        0.0,
+        le=600.0,
+        description="HotswapConfig `evictionDelay`: seconds an infra-disrupted JobSet waits before taking victims.",
+    )
+
+
 class Scenario(_Frozen):
     """Everything one simulation run needs besides the policy."""
 
@@ -231,6 +242,15 @@ class Scenario(_Frozen):
     classes: tuple[JobClass, ...] = Field(default_factory=_default_classes)
     failures: Failures = Field(default_factory=Failures)
     timing: Timing = Field(default_factory=Timing)
+    checkpoint_signal: bool = Field(
+        True,
+        description="The training code keeps its JobSet's `last-checkpoint` annotation current, so the reconciler "
+        "can prefer victims that have just checkpointed. [design] optional per workload; off = the planner only "
+        "knows when each attempt started.",
+    )
+    reconciler: ReconcilerKnobs = Field(
+        default_factory=ReconcilerKnobs, description="Reconciler settings for the `reconciler` policy."
+    )
     high_priority: int | None = Field(
         None, description="Priorities >= this count as 'high' in metrics (default: the top class)."
     )

@@ -6,9 +6,11 @@ Finished JobSets are left out (as if garbage-collected by ttlSecondsAfterFinishe
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from hotswap.annotations import JOBSET_EXCLUSIVE_TOPOLOGY, NODEPOOL_LABEL
+from hotswap.annotations import JOBSET_EXCLUSIVE_TOPOLOGY, NODEPOOL_LABEL, format_time
 from hotswap.config import HotswapConfig
 from hotswap.model import (
     ClusterQueue,
@@ -116,7 +118,27 @@ def _pod(pod: SimPod) -> Pod:
     )
 
 
-def _jobset(job: Job, shape: SliceShape) -> JobSet:
+@dataclass(frozen=True, slots=True)
+class CheckpointSignal:
+    """How simulated training code publishes its checkpoints: the annotation key, the interval, and the clock."""
+
+    key: str
+    interval_s: float
+    now: float
+
+    def last(self, job: Job) -> float | None:
+        """When the running attempt last completed a checkpoint; None before its first one or when not running."""
+        if job.run_start is None or self.interval_s <= 0:
+            return None
+        taken = math.floor((self.now - job.run_start) / self.interval_s)
+        return job.run_start + taken * self.interval_s if taken >= 1 else None
+
+
+def _jobset(job: Job, shape: SliceShape, checkpoints: CheckpointSignal | None = None) -> JobSet:
+    annotations = {JOBSET_EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL}
+    last = checkpoints.last(job) if checkpoints is not None else None
+    if checkpoints is not None and last is not None:
+        annotations[checkpoints.key] = format_time(at(last))
     return JobSet(
         namespace=NAMESPACE,
         name=job.name,
@@ -129,7 +151,7 @@ def _jobset(job: Job, shape: SliceShape) -> JobSet:
         suspended=job.state is not JobState.ADMITTED,
         pod_priority=job.priority,
         creation_timestamp=at(job.created),
-        annotations={JOBSET_EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL},
+        annotations=annotations,
     )
 
 
@@ -172,8 +194,9 @@ def build_snapshot(
     departures: list[tuple[SimPod, Slice, int, float]],
     shape: SliceShape,
     machine_type: str,
+    checkpoints: CheckpointSignal | None = None,
 ) -> ClusterSnapshot:
-    """One consistent snapshot of the simulated cluster."""
+    """One consistent snapshot of the simulated cluster (with `checkpoints`, JobSets publish their last one)."""
     nodes = [n for s in slices for n in _nodes(s, shape, machine_type)]
     pods = [_pod(p) for job in jobs for p in job.all_pods() if p.slice is not None or p.phase is SimPhase.PENDING]
     departed = [
@@ -193,7 +216,7 @@ def build_snapshot(
     return ClusterSnapshot(
         nodes=tuple(nodes),
         pods=tuple(pods),
-        jobsets=tuple(_jobset(j, shape) for j in jobs),
+        jobsets=tuple(_jobset(j, shape, checkpoints) for j in jobs),
         workloads=tuple(_workload(j) for j in jobs),
         cluster_queues=(ClusterQueue(CLUSTER_QUEUE, cohort_name="tpu"),),
         departed_pods=tuple(departed),

@@ -9,6 +9,7 @@ Expanding the grid and pooling/tabulating are pure; only :func:`run_points` runs
 from __future__ import annotations
 
 import itertools
+import math
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from hotswap.sim.bench import QUANTILES, fmt, mttr_ratios, restart_floor_s, run_many
+from hotswap.sim.bench import QUANTILES, add_exchange_rates, fmt, mttr_ratios, restart_floor_s, run_many
 from hotswap.sim.metrics import pool
 from hotswap.sim.params import Scenario
 from hotswap.sim.runner import POLICIES
@@ -182,6 +183,7 @@ def pool_points(
     out_points = []
     for i, point in enumerate(points):
         policies = {p: pool([summaries[(i, s, p)] for s in seeds]) for p in POLICIES}
+        add_exchange_rates(policies)
         out_points.append(
             {
                 "params": point.values,
@@ -210,11 +212,12 @@ def pool_points(
 
 def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and one row per point: varied values, restart floor, per-policy lasting-repair MTTR p50/p95 (n),
-    reconciler ratios at p50, lost victims and partial preemptions per policy (none/scheduler/reconciler)."""
+    reconciler ratios at p50, exchange rate and fleet goodput (scheduler/reconciler), lost victims and partial
+    preemptions per policy (none/scheduler/reconciler)."""
     fields = list(report["axes"])
     header = [f.rsplit(".", 1)[-1] for f in fields] + ["floor s"]
     header += [f"{p} p50/p95 (n)" for p in POLICIES]
-    header += ["rec/none p50", "rec/sched p50", "lost n/s/r", "partial n/s/r"]
+    header += ["rec/none p50", "rec/sched p50", "xr s/r", "fleet gp s/r", "lost n/s/r", "partial n/s/r"]
     rows = []
     for point in report["points"]:
         pol = point["policies"]
@@ -223,6 +226,8 @@ def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             m = pol[p]["mttr_lasting_s"]
             row.append(f"{'/'.join(fmt(m[q]) for q in QUANTILES[:2])} ({m['n']})")
         row += [fmt(point["ratios"][f"reconciler/{base}_p50_lasting"]) for base in ("none", "scheduler")]
+        row.append("/".join(fmt(pol[p].get("exchange_rate", math.nan)) for p in ("scheduler", "reconciler")))
+        row.append("/".join(f"{pol[p].get('fleet_goodput', math.nan):.5f}" for p in ("scheduler", "reconciler")))
         row += ["/".join(str(pol[p][k]) for p in POLICIES) for k in ("lost_victims", "partial_preemptions")]
         rows.append(row)
     return header, rows

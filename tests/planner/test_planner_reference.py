@@ -8,6 +8,7 @@ slices, non-TPU nodes, foreign pods, departed pods, hold annotations and every s
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -274,7 +275,26 @@ def _summary(world: World) -> dict[str, Any]:
 class _RefCandidate:
     unit: Unit
     pools: frozenset[str]
-    start: datetime
+    lost_chip_s: float
+    """Chips x progress since the last checkpoint (or the attempt's start): what evicting it throws away."""
+
+
+def _lost_chip_s(unit: Unit, now: datetime) -> float:
+    """Restated: chips of the JobSet x seconds since its last safe point (checkpoint, attempt start, admission)."""
+
+    def per_slice(topology: str) -> int:
+        dims = topology.lower().split("x")
+        return math.prod(int(d) for d in dims) if all(d.isdigit() for d in dims) else 1
+
+    chips = sum(per_slice(shape.topology) * n for shape, n in unit.demand.items())
+    safe = unit.start_time()
+    created = [p.creation_timestamp for p in unit.live_pods if p.restart_attempt == unit.jobset.restarts]
+    known = [t for t in created if t is not None]
+    if known:
+        safe = max(safe, min(known))
+    if unit.checkpoint is not None:
+        safe = max(safe, unit.checkpoint)
+    return chips * max((now - safe).total_seconds(), 0.0)
 
 
 def _ref_freed(chosen: Iterable[_RefCandidate], occupants: Mapping[str, set[str]]) -> int:
@@ -288,7 +308,7 @@ def _ref_choose(
     needed: int, candidates: list[_RefCandidate], occupants: Mapping[str, set[str]], now: datetime
 ) -> list[_RefCandidate] | None:
     def order(c: _RefCandidate) -> tuple[int, int, float, str]:
-        return (c.unit.kueue_priority, c.unit.pod_priority, (now - c.start).total_seconds(), c.unit.key)
+        return (c.unit.kueue_priority, c.unit.pod_priority, c.lost_chip_s, c.unit.key)
 
     def gain(c: _RefCandidate, uids: set[str], freed: set[str], waiting: set[str]) -> int:
         with_c = uids | {c.unit.uid}
@@ -359,7 +379,7 @@ def _ref_candidates(
             and found.shape.matches(shape)
         )
         if pools:
-            candidates.append(_RefCandidate(victim, pools, victim.start_time()))
+            candidates.append(_RefCandidate(victim, pools, _lost_chip_s(victim, world.now)))
     return candidates
 
 
@@ -577,7 +597,9 @@ def test_choose_victims_matches_the_reference(
     case: tuple[list[Unit], dict[str, frozenset[str]], dict[str, set[str]]], needed: int
 ) -> None:
     units, pools_of, occupants = case
-    reference = _ref_choose(needed, [_RefCandidate(u, pools_of[u.uid], u.start_time()) for u in units], occupants, T0)
+    reference = _ref_choose(
+        needed, [_RefCandidate(u, pools_of[u.uid], _lost_chip_s(u, T0)) for u in units], occupants, T0
+    )
     ordered = sorted((Candidate(u, pools_of[u.uid], victim_order(u, T0)) for u in units), key=lambda c: c.order)
     got = choose_victims(needed, iter(ordered), occupants)
     expected = None if reference is None else [(c.unit.key, c.pools) for c in reference]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +122,18 @@ def test_the_table_has_one_row_per_point_and_the_documented_columns(report: dict
         *(f"{p} p50/p95 (n)" for p in POLICIES),
         "rec/none p50",
         "rec/sched p50",
+        "xr s/r",
+        "fleet gp s/r",
         "lost n/s/r",
         "partial n/s/r",
     ]
     assert [r[:2] for r in rows] == [["30", "61"], ["120", "151"]]
+    for point, row in zip(report["points"], rows, strict=True):
+        pol = point["policies"]
+        assert row[header.index("fleet gp s/r")] == "/".join(
+            f"{pol[p]['fleet_goodput']:.5f}" for p in ("scheduler", "reconciler")
+        )
+        assert "exchange_rate" in pol["reconciler"] and math.isnan(pol["none"]["exchange_rate"])
     assert all(len(r) == len(header) for r in rows)
     lines = render(report).splitlines()
     assert len(lines) == 1 + 1 + len(rows) and lines[0].startswith("== sweep small (2 seeds from 3")

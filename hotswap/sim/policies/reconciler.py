@@ -16,6 +16,7 @@ recovering, held, in flight or waiting for a node after admission a pass has not
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from hotswap.annotations import AnnotationKeys, parse_time
@@ -24,7 +25,7 @@ from hotswap.model import ClusterSnapshot, SliceShape
 from hotswap.planner import plan
 from hotswap.planner.actions import Action, ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
 from hotswap.sim.engine import Handle
-from hotswap.sim.snapshot import at, build_snapshot, pod_uid, workload_uid
+from hotswap.sim.snapshot import CheckpointSignal, at, build_snapshot, pod_uid, workload_uid
 from hotswap.sim.state import Job, JobState, PodPhase
 
 if TYPE_CHECKING:
@@ -36,13 +37,17 @@ class ReconcilerPolicy:
     scheduler_preemption = False
 
     def __init__(self, config: HotswapConfig | None = None) -> None:
+        self._configured = config is not None
         self.config = config or HotswapConfig()
-        self.max_hold_s = self.config.max_hold.total_seconds()
         self._keys = AnnotationKeys(self.config.annotation_domain)
         self._sim: Simulator | None = None
         self._next: Handle | None = None
         self.plans: list[Plan] = []  # kept only when `keep_plans` (tests)
         self.keep_plans = False
+
+    @property
+    def max_hold_s(self) -> float:
+        return self.config.max_hold.total_seconds()
 
     @property
     def sim(self) -> Simulator:
@@ -51,6 +56,9 @@ class ReconcilerPolicy:
 
     def attach(self, sim: Simulator) -> None:
         self._sim = sim
+        if not self._configured:  # the scenario's knobs, for sweeps; an explicit config wins
+            knobs = sim.scenario.reconciler
+            self.config = HotswapConfig(eviction_delay=timedelta(seconds=knobs.eviction_delay_s))
         sim.track_departures = True
 
     # ------------------------------------------------------------------ when to run
@@ -100,7 +108,12 @@ class ReconcilerPolicy:
         window = self.config.attribution_window.total_seconds()
         departures = [(d.pod, d.slice, d.host, d.at) for d in sim.recent_departures(window)]
         jobs = [j for j in sim.live if j.state in (JobState.QUEUED, JobState.ADMITTED, JobState.HELD)]
-        return build_snapshot(sim.slices, jobs, departures, shape, fleet.machine_type)
+        checkpoints = (
+            CheckpointSignal(self._keys.last_checkpoint, sim.timing.checkpoint_interval_s, sim.now)
+            if sim.scenario.checkpoint_signal
+            else None
+        )
+        return build_snapshot(sim.slices, jobs, departures, shape, fleet.machine_type, checkpoints)
 
     def _pass(self) -> None:
         self._next = None

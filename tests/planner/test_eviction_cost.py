@@ -1,0 +1,139 @@
+"""What an eviction throws away (issue 14): victims are ranked by chips x progress since their last checkpoint,
+and `evictionDelay` keeps a short failure from evicting anyone."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from hotswap.annotations import format_time
+from hotswap.config import HotswapConfig
+from hotswap.model import PodPhase
+from hotswap.planner import plan
+from hotswap.planner.actions import EventReason, RecordOp
+from hotswap.planner.preempt import disrupted_units
+from hotswap.planner.world import build_world
+from tests.planner.builders import LONG_AGO, T0, Fleet, JobSetBuilder, PodBuilder
+from tests.planner.test_planner_matrix import CFG, FAILED_AT, KEYS, disrupted_fleet, held, reasons, run
+
+
+def _two_lows(checkpoints: dict[str, str]) -> Fleet:
+    """High on p0+p1 (p0 failed); lows `alpha` on v0 and `zeta` on v1, both running for an hour."""
+    fleet = Fleet().slices("p0", "p1", "v0", "v1")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    for name, pool in (("alpha", "v0"), ("zeta", "v1")):
+        js = JobSetBuilder("ml", name).replicated_job("w", 1)
+        if name in checkpoints:
+            js.annotation(KEYS.last_checkpoint, checkpoints[name])
+        fleet.run(js, [pool], 10)
+    fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    return fleet
+
+
+def test_victim_that_just_checkpointed_is_held_instead_of_one_with_an_hour_at_risk() -> None:
+    assert held(run(_two_lows({}).snapshot())) == ["alpha"]  # equal risk: by name
+    fresh = format_time(T0 - timedelta(minutes=2))
+    assert held(run(_two_lows({"zeta": fresh}).snapshot())) == ["zeta"]
+
+
+def test_the_more_recent_checkpoint_wins() -> None:
+    older, newer = format_time(T0 - timedelta(minutes=20)), format_time(T0 - timedelta(minutes=3))
+    assert held(run(_two_lows({"alpha": older, "zeta": newer}).snapshot())) == ["zeta"]
+    assert held(run(_two_lows({"alpha": newer, "zeta": older}).snapshot())) == ["alpha"]
+
+
+@pytest.mark.parametrize("value", ["yesterday", "", "2026-13-01T00:00:00Z"])
+def test_a_malformed_checkpoint_is_ignored(value: str) -> None:
+    # zeta's annotation says nothing usable: both have an hour at risk, and the name decides.
+    assert held(run(_two_lows({"zeta": value}).snapshot())) == ["alpha"]
+
+
+def test_a_checkpoint_from_before_the_attempt_counts_from_the_attempt() -> None:
+    world = build_world(_two_lows({"zeta": format_time(LONG_AGO - timedelta(hours=5))}).snapshot(), T0, CFG)
+    zeta = next(u for u in world.units.values() if u.jobset.name == "zeta")
+    assert zeta.progress_at_risk_s(T0) == pytest.approx((T0 - LONG_AGO).total_seconds())
+    assert zeta.chips == 16
+
+
+def test_a_checkpoint_in_the_future_risks_nothing() -> None:
+    world = build_world(_two_lows({"zeta": format_time(T0 + timedelta(minutes=5))}).snapshot(), T0, CFG)
+    zeta = next(u for u in world.units.values() if u.jobset.name == "zeta")
+    assert zeta.progress_at_risk_s(T0) == 0.0
+
+
+def test_a_restarted_victim_risks_only_what_its_current_attempt_ran() -> None:
+    fleet = _two_lows({})
+    snap = fleet.snapshot()
+    # alpha's JobSet restarted 5 minutes ago (attempt 1): its new pods are what runs now.
+    restarted = T0 - timedelta(minutes=5)
+    alpha = next(js for js in snap.jobsets if js.name == "alpha")
+    pods = tuple(
+        PodBuilder(p.namespace, p.name, p.jobset_name)
+        .job(p.replicated_job_name, p.job_index)
+        .attempt(1)
+        .on(p.node_name or "", p.node_pool)
+        .phase(PodPhase.RUNNING)
+        .priority(p.priority)
+        .created(restarted)
+        .obj()
+        if p.jobset_name == "alpha"
+        else p
+        for p in snap.pods
+    )
+    snap = replace(
+        snap,
+        pods=pods,
+        jobsets=tuple(replace(js, restarts=1) if js is alpha else js for js in snap.jobsets),
+    )
+    world = build_world(snap, T0, CFG)
+    unit = next(u for u in world.units.values() if u.jobset.name == "alpha")
+    assert unit.progress_at_risk_s(T0) == pytest.approx(300.0)
+
+
+# --- evictionDelay ---------------------------------------------------------------------------------------------
+
+
+def _delayed(seconds: float) -> HotswapConfig:
+    return HotswapConfig(eviction_delay=timedelta(seconds=seconds))
+
+
+def test_within_the_eviction_delay_nobody_is_held_and_the_pass_wakes_when_it_ends() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    snap = fleet.snapshot()
+    assert held(plan(snap, T0, CFG)) == ["low"]  # no delay: held at once
+    config = _delayed(300)
+    result = run(snap, config)
+    assert held(result) == []
+    assert not any(isinstance(a, RecordOp) for a in result.actions)
+    assert EventReason.BLOCKED not in reasons(result)  # waiting is not a refusal
+    assert result.diagnostics.ops_waiting == 1 and result.diagnostics.ops_blocked == 0
+    world = build_world(snap, T0, config)
+    evidence = next(iter(disrupted_units(world).values()))
+    assert result.next_wakeup == evidence.since + timedelta(seconds=300)
+
+
+def test_once_the_eviction_delay_has_passed_the_victim_is_held() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    # The failure is a minute old (FAILED_AT): a 30 s delay is over.
+    result = run(fleet.snapshot(), _delayed(30))
+    assert held(result) == ["low"]
+    assert result.diagnostics.ops_waiting == 0
+
+
+def test_a_spare_slice_is_taken_at_once_whatever_the_delay() -> None:
+    fleet, _ = disrupted_fleet({"low": 10})
+    fleet.slices("spare")
+    result = run(fleet.snapshot(), _delayed(600))
+    record = next(a for a in result.actions if isinstance(a, RecordOp))
+    assert record.op is not None and record.op.slices == ("spare",)
+    assert held(result) == []
+
+
+def test_eviction_delay_is_validated() -> None:
+    assert HotswapConfig.model_validate({"evictionDelay": "45s"}).eviction_delay == timedelta(seconds=45)
+    with pytest.raises(ValueError, match=r"eviction_delay|evictionDelay"):
+        HotswapConfig.model_validate({"evictionDelay": "11m"})
+    with pytest.raises(ValueError):
+        HotswapConfig.model_validate({"evictionDelay": -1})

@@ -159,3 +159,24 @@ def test_each_slice_is_exclusive_without_locking_a_pool_of_single_host_vms(shape
     obj = tpu_jobset(spec(topology=shape.topology, machine_type=shape.machine_type, slices=2))
     expected = "cloud.google.com/gke-nodepool" if shape.vms > 1 else "kubernetes.io/hostname"
     assert obj["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == expected
+
+
+def test_pods_know_their_jobset_for_mark_checkpoint() -> None:
+    def env_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+        pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        return list(pod["containers"][0]["env"])
+
+    obj = tpu_jobset(spec(env={"STEPS": "10"}))
+    assert_valid(obj)
+    assert env_of(obj) == [
+        {"name": "STEPS", "value": "10"},
+        {
+            "name": "JOBSET_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/jobset-name']"}},
+        },
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+    # A value the user sets wins; the downward-API entry is not added twice.
+    overridden = env_of(tpu_jobset(spec(env={"JOBSET_NAME": "mine"})))
+    assert [e["name"] for e in overridden] == ["JOBSET_NAME", "POD_NAMESPACE"]
+    assert overridden[0] == {"name": "JOBSET_NAME", "value": "mine"}

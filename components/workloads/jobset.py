@@ -22,6 +22,10 @@ PROTECT_ANNOTATION = f"{HOTSWAP_DOMAIN}/protect"
 # no hyphens, although the CRD schema does not say so.
 INFRA_RULE = "restartOnInfrastructureDisruption"
 REPLICATED_JOB = "slice"
+DOWNWARD_ENV = (
+    ("JOBSET_NAME", "metadata.labels['jobset.sigs.k8s.io/jobset-name']"),
+    ("POD_NAMESPACE", "metadata.namespace"),
+)
 # JobSet names its child Jobs and pods from the JobSet name, and its webhook refuses a JobSet whose longest
 # generated pod name (plus the 5-character random suffix the Job controller appends) is not a DNS-1035 label.
 DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -57,7 +61,11 @@ class TpuJobSetSpec(ConfigModel):
     image: str = Field(min_length=1, description="Container image of the training program.")
     command: list[str] = Field(default_factory=list, description="Container command.")
     args: list[str] = Field(default_factory=list, description="Container arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="Environment variables.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables. JOBSET_NAME and POD_NAMESPACE are set from the downward API unless given "
+        "here (`hotswap mark-checkpoint` reads them).",
+    )
     max_restarts: int = Field(
         default=3, ge=1, le=100, description="JobSet restarts for application failures (infra ones don't count)."
     )
@@ -135,8 +143,14 @@ def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    # What `hotswap mark-checkpoint` reads to find the JobSet to annotate (see docs/operations.md).
+    env += [
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+        for name, path in DOWNWARD_ENV
+        if name not in spec.env
+    ]
+    container["env"] = env
     annotations = {EXCLUSIVE_TOPOLOGY: exclusive_topology_key(shape)}
     if spec.fast_fail:
         annotations[FAST_FAIL_ANNOTATION] = "true"

@@ -151,6 +151,17 @@ def _default_repair_mixture() -> tuple[RepairBand, ...]:
     )
 
 
+class FailureClock(StrEnum):
+    """Whose random stream decides when a slice fails; every healthy slice fails at the same Poisson rate either way."""
+
+    OCCUPANT = "occupant"
+    """A slice held by a JobSet replica fails on that replica's own clock, an empty slice on its own: under every
+    policy the same replica is hit at the same moments (common random numbers), so comparisons between policies
+    are not swamped by which job happened to sit on a failing slice."""
+    SLICE = "slice"
+    """Every slice on its own clock, whoever runs on it."""
+
+
 class Failures(_Frozen):
     """Whole-slice infrastructure failures: Poisson per healthy slice, repair from a mixture."""
 
@@ -174,6 +185,11 @@ class Failures(_Frozen):
         le=1.0,
         description="Share of failures where the kubelet goes silent (zombie pods) instead of crashing the "
         "workload. [U]; scenario S4 sweeps it.",
+    )
+    clock: FailureClock = Field(
+        FailureClock.OCCUPANT,
+        description="Whose random stream times the Poisson failures (not the storms): the occupying JobSet "
+        "replica's (same rate, common random numbers across policies) or the slice's.",
     )
     storm_slices: int = Field(0, ge=0, description="Extra correlated storm: this many slices fail ...")
     storm_window_s: Seconds = Field(60.0, description="... uniformly within this window ...")

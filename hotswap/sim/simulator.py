@@ -18,7 +18,7 @@ from typing import Any
 from hotswap.sim import kubescheduler, kueue
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder, summarise
-from hotswap.sim.params import HOUR, FailureKind, JobClass, Scenario
+from hotswap.sim.params import HOUR, FailureClock, FailureKind, JobClass, Scenario
 from hotswap.sim.policies.base import Policy
 from hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice
 
@@ -77,8 +77,9 @@ class Simulator:
             for _ in range(cls.population):
                 self._submit(cls)
         rate = self.scenario.failures.rate_per_slice_s
+        tick = self._poisson_failure if self._slice_clocks_only else self._empty_slice_clock
         for s in self.slices:
-            self.loop.at(self._slice_rng[s.id].expovariate(rate), partial(self._poisson_failure, s))
+            self.loop.at(self._slice_rng[s.id].expovariate(rate), partial(tick, s))
         storm_every = self.scenario.failures.storm_every_h * HOUR
         if self.scenario.failures.storm_slices and storm_every > 0:
             self.loop.at(storm_every, self._storm)
@@ -104,6 +105,15 @@ class Simulator:
         job = Job(id=len(self.jobs), name=f"{cls.name}-{k:05d}", cls=cls, work_s=work, created=self.now)
         self.jobs.append(job)
         self.live[job] = None
+        if not self._slice_clocks_only:
+            for child in range(cls.slices):
+                rng = random.Random(f"{self.scenario.seed}:replica:{job.name}:{child}")
+                # On the absolute timeline: a JobSet submitted later under one policy than another still has
+                # its ticks at the same moments, so only ticks before its submission are skipped.
+                tick = self._next_tick(rng, 0.0)
+                while tick[0] < self.now:
+                    tick = self._next_tick(rng, tick[0])
+                self.loop.at(tick[0], partial(self._replica_clock, job, child, rng, tick[1], tick[2]))
         return job
 
     def note(self, what: str) -> None:
@@ -172,6 +182,52 @@ class Simulator:
         else:  # already down (storm): the memoryless clock restarts after the repair
             nxt = (s.repair_at or self.now) + rng.expovariate(self.scenario.failures.rate_per_slice_s)
         self.loop.at(max(nxt, self.now), lambda: self._poisson_failure(s))
+
+    @property
+    def _slice_clocks_only(self) -> bool:
+        return self.scenario.failures.clock is FailureClock.SLICE
+
+    def _owner(self, s: Slice) -> tuple[int, int] | None:
+        """The JobSet replica whose clock times this slice's failures: the one on its first occupied host."""
+        for pod in s.hosts:
+            if pod is not None:
+                return pod.job_key
+        return None
+
+    def _empty_slice_clock(self, s: Slice) -> None:
+        """FailureClock.OCCUPANT, an empty slice's share: a tick fails it only while healthy and unoccupied (the
+        occupant's clock covers it otherwise); draws are the same each tick, so the stream stays aligned."""
+        rng = self._slice_rng[s.id]
+        repair, unreachable = draw_repair_s(rng, self.scenario), rng.random()
+        if s.healthy and self._owner(s) is None:
+            self._fail_drawn(s, repair, unreachable)
+        self.loop.at(
+            self.now + rng.expovariate(self.scenario.failures.rate_per_slice_s), partial(self._empty_slice_clock, s)
+        )
+
+    def _next_tick(self, rng: random.Random, after: float) -> tuple[float, float, float]:
+        """(time, repair, unreachable draw) of a clock's next tick: the same three draws per tick, always."""
+        at = after + rng.expovariate(self.scenario.failures.rate_per_slice_s)
+        return at, draw_repair_s(rng, self.scenario), rng.random()
+
+    def _replica_clock(self, job: Job, child: int, rng: random.Random, repair: float, unreachable: float) -> None:
+        """FailureClock.OCCUPANT, a JobSet replica's share: a tick fails the healthy slice this replica occupies
+        (and owns), if any. The clock runs while the JobSet lives."""
+        if job not in self.live:
+            return
+        key = (job.id, child)
+        hosts = {p.slice for p in job.all_pods() if p.child == child and p.slice is not None}
+        for s in sorted(hosts, key=lambda x: x.id):
+            if s.healthy and self._owner(s) == key:
+                self._fail_drawn(s, repair, unreachable)
+        at, repair, unreachable = self._next_tick(rng, self.now)
+        self.loop.at(at, partial(self._replica_clock, job, child, rng, repair, unreachable))
+
+    def _fail_drawn(self, s: Slice, repair: float, unreachable: float) -> None:
+        kind = (
+            FailureKind.UNREACHABLE if unreachable < self.scenario.failures.unreachable_fraction else FailureKind.CRASH
+        )
+        self._fail_now(s, repair, kind)
 
     def _storm(self) -> None:
         f = self.scenario.failures

@@ -67,3 +67,12 @@ def test_high_goodput_below_none_fails() -> None:
     block = copy.deepcopy(_block())
     block["policies"]["none"]["high_goodput"] = 0.9995
     assert _failed(block) == ["reconciler high goodput >= none (s)"]
+
+
+def test_no_exchange_rate_is_needed_when_no_victim_lost_anything() -> None:
+    block = copy.deepcopy(_block())
+    rec = block["policies"]["reconciler"]
+    rec.update(exchange_rate=float("nan"), policy_victim_lost_chip_s=0.0, high_gain_over_none_chip_h=0.0)
+    assert _failed(block) == []
+    rec["policy_victim_lost_chip_s"] = 5.0  # lost something and gained nothing: NaN is no pass
+    assert _failed(block) == ["reconciler exchange rate >= 1 (s)"]

@@ -8,7 +8,7 @@ import pytest
 
 from components.config.kueue import KueueSettings, duration_seconds
 from hotswap.config import HotswapConfig
-from hotswap.planner.actions import EventReason
+from hotswap.planner.actions import EventReason, RecordOp
 from hotswap.sim import kubescheduler
 from hotswap.sim.bench import restart_floor_s
 from hotswap.sim.engine import EventLoop
@@ -301,10 +301,14 @@ def _deep_queue() -> Scenario:
 
 def test_admission_fence_holds_per_operation_are_bounded_in_a_deep_queue() -> None:
     """Issue 11.6: unbounded, the fence held 15-16 never-started JobSets per operation here, one after another
-    as each hold freed the quota for the next. Bounded at fenceHoldsPerSlice (2) per reserved slice, an op
-    (at most 2 reserved slices) holds at most 4, and nobody is lost."""
-    bounded = Simulator(_deep_queue(), ReconcilerPolicy(HotswapConfig())).run().summary
+    as each hold freed the quota for the next. Bounded at fenceHoldsPerSlice (2) per reserved slice (an op of
+    the 2-slice JobSet reserves 2, or 3 after a top-up replaced a lost slice), and nobody is lost."""
+    policy = ReconcilerPolicy(HotswapConfig())
+    policy.keep_plans = True
+    bounded = Simulator(_deep_queue(), policy).run().summary
     assert bounded["ops_holding"] > 0 and bounded["lost_victims"] == 0 and bounded["partial_preemptions"] == 0
-    assert 0 < bounded["fence_holds_per_op"]["max"] <= 2 * 2
+    assert 0 < bounded["fence_holds_per_op"]["max"] <= 2 * 3
+    records = [a.op for p in policy.plans for a in p.actions if isinstance(a, RecordOp) and a.op is not None]
+    assert records and all(op.fenced <= 2 * len(op.reserved) for op in records)
     unbounded = Simulator(_deep_queue(), ReconcilerPolicy(HotswapConfig(fence_holds_per_slice=100))).run().summary
     assert unbounded["fence_holds_per_op"]["max"] > 2 * 2  # the scenario does cascade

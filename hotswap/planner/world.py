@@ -134,11 +134,13 @@ class Unit:
         current attempt started when no checkpoint is known (or the last one predates the attempt)."""
         safe = self.start_time()
         attempt = self.jobset.restarts
-        created = [
-            p.creation_timestamp for p in self.live_pods if p.restart_attempt == attempt and p.creation_timestamp
-        ]
-        if created:
-            safe = max(safe, min(created))
+        first: datetime | None = None  # the current attempt's first pod: none of its progress predates that
+        for pod in self.live_pods:
+            created = pod.creation_timestamp
+            if created is not None and pod.restart_attempt == attempt and (first is None or created < first):
+                first = created
+        if first is not None and first > safe:
+            safe = first
         if self.checkpoint is not None:
             safe = max(safe, self.checkpoint)
         return max((now - safe).total_seconds(), 0.0)

@@ -198,8 +198,9 @@ class HotswapConfig(BaseModel):
         timedelta(0),
         "An infra-disrupted JobSet takes victims only once its failure has lasted this long (spare slices at once). "
         "If the failed slices are back by then, it restarts in place and nobody is evicted: a transient costs a "
-        "victim its progress since its last checkpoint and buys nothing. Each second of delay adds up to a second "
-        "to every lasting repair once it exceeds the JobSet's own restart time; 0 evicts at detection.",
+        "victim its progress since its last checkpoint and buys nothing. Once the delay plus a victim's termination "
+        "grace outlasts the JobSet's own restart (its pods draining and being recreated), each further second adds "
+        "a second to every lasting repair (about 3 s of slack with the defaults); 0 evicts at detection.",
     )
     fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
     eviction_timeout: Duration = _duration(

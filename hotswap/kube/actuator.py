@@ -35,7 +35,7 @@ from hotswap.annotations import AnnotationKeys, OpRecord
 from hotswap.kube.client import REQUEST_TIMEOUT
 from hotswap.kube.events import EventRecorder
 from hotswap.kube.ratelimit import TokenBucket
-from hotswap.kube.resources import WORKLOADS
+from hotswap.kube.resources import MERGE_PATCH, WORKLOADS, merge_patch
 from hotswap.metrics import Metrics
 from hotswap.planner.actions import (
     Action,
@@ -50,7 +50,6 @@ from hotswap.planner.actions import (
 )
 
 JsonObj = dict[str, Any]
-MERGE_PATCH = "application/merge-patch+json"
 
 log = logging.getLogger(__name__)
 
@@ -328,16 +327,7 @@ class Actuator:
                 patch = body | {"metadata": body.get("metadata", {}) | {"resourceVersion": resource_version}}
                 await self._fence()
                 try:
-                    await self._custom.patch_namespaced_custom_object(
-                        WORKLOADS.group,
-                        WORKLOADS.version,
-                        ref.namespace,
-                        WORKLOADS.plural,
-                        ref.name,
-                        patch,
-                        _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
-                        _request_timeout=REQUEST_TIMEOUT,
-                    )
+                    await merge_patch(self._custom, WORKLOADS, ref.namespace, ref.name, patch, REQUEST_TIMEOUT)
                     return Outcome(action, Result.APPLIED, f"attempt {attempt}")
                 except ApiException as exc:
                     if exc.status != 409:

@@ -18,11 +18,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from hotswap.annotations import AnnotationKeys, format_time
 from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.resources import JOBSETS
+from hotswap.kube.resources import JOBSETS, merge_patch
 
 log = logging.getLogger("hotswap.checkpoint")
 
-MERGE_PATCH = "application/merge-patch+json"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 JOBSET_ENV = "JOBSET_NAME"
 """Set it from the downward API: `fieldRef: {fieldPath: "metadata.labels['jobset.sigs.k8s.io/jobset-name']"}`."""
@@ -63,18 +62,8 @@ async def mark_checkpoint(
     """Set the JobSet's `last-checkpoint` annotation to `at` (default: now). True when written."""
     moment = at if at is not None else datetime.now(UTC)
     patch = {"metadata": {"annotations": {keys.last_checkpoint: format_time(moment)}}}
-    custom = client.CustomObjectsApi(api)
     try:
-        await custom.patch_namespaced_custom_object(
-            JOBSETS.group,
-            JOBSETS.version,
-            namespace,
-            JOBSETS.plural,
-            jobset,
-            patch,
-            _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
-            _request_timeout=REQUEST_TIMEOUT,
-        )
+        await merge_patch(client.CustomObjectsApi(api), JOBSETS, namespace, jobset, patch, REQUEST_TIMEOUT)
     except ApiException as exc:
         log.warning(
             "checkpoint not published",

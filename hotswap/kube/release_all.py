@@ -18,9 +18,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from hotswap.annotations import AnnotationKeys
-from hotswap.kube.actuator import MERGE_PATCH
 from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.resources import WORKLOADS
+from hotswap.kube.resources import WORKLOADS, merge_patch
 
 JsonObj = dict[str, Any]
 
@@ -98,16 +97,7 @@ async def _release_one(custom: client.CustomObjectsApi, obj: JsonObj, keys: Anno
             return True
         patch["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
         try:
-            await custom.patch_namespaced_custom_object(
-                WORKLOADS.group,
-                WORKLOADS.version,
-                namespace,
-                WORKLOADS.plural,
-                name,
-                patch,
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
-                _request_timeout=REQUEST_TIMEOUT,
-            )
+            await merge_patch(custom, WORKLOADS, namespace, name, patch, REQUEST_TIMEOUT)
             log.info("released", extra={"workload": f"{namespace}/{name}"})
             return True
         except ApiException as exc:

@@ -10,6 +10,8 @@ from typing import Any
 from kubernetes_asyncio import client
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# The generated `patch_*` functions pick `application/json-patch+json` for any body: every patch says what it is.
+MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,20 @@ def list_function(api: client.ApiClient, kind: ResourceKind, namespace: str | No
     if namespace and kind.namespaced:
         return partial(custom.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural)
     return partial(custom.list_cluster_custom_object, kind.group, kind.version, kind.plural)
+
+
+async def merge_patch(
+    custom: client.CustomObjectsApi, kind: ResourceKind, namespace: str, name: str, body: dict[str, Any], timeout: float
+) -> Any:
+    """One JSON merge patch of a namespaced custom object (a `metadata.resourceVersion` in `body` makes it
+    conditional)."""
+    return await custom.patch_namespaced_custom_object(
+        kind.group,
+        kind.version,
+        namespace,
+        kind.plural,
+        name,
+        body,
+        _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
+        _request_timeout=timeout,
+    )

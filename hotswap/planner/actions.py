@@ -172,8 +172,8 @@ class Diagnostics:
     ops_planned: int = 0
     ops_blocked: int = 0
     ops_waiting: int = 0
-    """Infra-disrupted preemptors taking no victims yet: within `evictionDelay` of their failure, or their
-    failed slices are back and they restart in place."""
+    """Infra-disrupted preemptors taking no victims yet: within `evictionDelay` of their failure (if the failed
+    slices come back meanwhile, the infra evidence ends and they restart in place)."""
     ops_done: int = 0
     ops_extended_victims: int = 0
     """Victims added to open operations because they took a reserved slice (C12)."""

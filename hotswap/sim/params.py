@@ -6,10 +6,13 @@ Tags in the descriptions follow hotswap-research.md: [V] verified upstream/docs,
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hotswap.config import HotswapConfig
 
 HOUR = 3600.0
 MINUTE = 60.0
@@ -239,13 +242,19 @@ def _default_classes() -> tuple[JobClass, ...]:
 
 class ReconcilerKnobs(_Frozen):
     """Reconciler settings a scenario may change (the rest are `HotswapConfig` defaults), so a sweep can trace
-    their trade-offs. Defaults equal `HotswapConfig`'s (tested)."""
+    their trade-offs. Defaults equal `HotswapConfig`'s (tested); bounds are `HotswapConfig`'s own."""
 
     eviction_delay_s: Seconds = Field(
-        0.0,
-        le=600.0,
-        description="HotswapConfig `evictionDelay`: seconds an infra-disrupted JobSet waits before taking victims.",
+        0.0, description="HotswapConfig `evictionDelay`: seconds an infra-disrupted JobSet waits before taking victims."
     )
+
+    @model_validator(mode="after")
+    def _valid_reconciler_config(self) -> ReconcilerKnobs:
+        self.hotswap_config()
+        return self
+
+    def hotswap_config(self) -> HotswapConfig:
+        return HotswapConfig(eviction_delay=timedelta(seconds=self.eviction_delay_s))
 
 
 class Scenario(_Frozen):

@@ -20,7 +20,7 @@ from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder, summarise
 from hotswap.sim.params import HOUR, FailureClock, FailureKind, JobClass, Scenario
 from hotswap.sim.policies.base import Policy
-from hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice
+from hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice, checkpointed_s
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,13 @@ class Simulator:
             for _ in range(cls.population):
                 self._submit(cls)
         rate = self.scenario.failures.rate_per_slice_s
-        tick = self._poisson_failure if self._slice_clocks_only else self._empty_slice_clock
         for s in self.slices:
-            self.loop.at(self._slice_rng[s.id].expovariate(rate), partial(tick, s))
+            rng = self._slice_rng[s.id]
+            if self._slice_clocks_only:
+                self.loop.at(rng.expovariate(rate), partial(self._poisson_failure, s))
+            else:
+                at, repair, unreachable = self._next_tick(rng, 0.0)
+                self.loop.at(at, partial(self._empty_slice_clock, s, repair, unreachable))
         storm_every = self.scenario.failures.storm_every_h * HOUR
         if self.scenario.failures.storm_slices and storm_every > 0:
             self.loop.at(storm_every, self._storm)
@@ -194,16 +198,13 @@ class Simulator:
                 return pod.job_key
         return None
 
-    def _empty_slice_clock(self, s: Slice) -> None:
+    def _empty_slice_clock(self, s: Slice, repair: float, unreachable: float) -> None:
         """FailureClock.OCCUPANT, an empty slice's share: a tick fails it only while healthy and unoccupied (the
-        occupant's clock covers it otherwise); draws are the same each tick, so the stream stays aligned."""
-        rng = self._slice_rng[s.id]
-        repair, unreachable = draw_repair_s(rng, self.scenario), rng.random()
+        occupant's clock covers it otherwise)."""
         if s.healthy and self._owner(s) is None:
             self._fail_drawn(s, repair, unreachable)
-        self.loop.at(
-            self.now + rng.expovariate(self.scenario.failures.rate_per_slice_s), partial(self._empty_slice_clock, s)
-        )
+        at, repair, unreachable = self._next_tick(self._slice_rng[s.id], self.now)
+        self.loop.at(at, partial(self._empty_slice_clock, s, repair, unreachable))
 
     def _next_tick(self, rng: random.Random, after: float) -> tuple[float, float, float]:
         """(time, repair, unreachable draw) of a clock's next tick: the same three draws per tick, always."""
@@ -346,7 +347,7 @@ class Simulator:
             self._arm_pods_ready(job, recovery=True)
         ran = self.now - job.run_start
         ckpt = self.timing.checkpoint_interval_s
-        kept = ran if completed or ckpt <= 0 else math.floor(ran / ckpt) * ckpt
+        kept = ran if completed or ckpt <= 0 else checkpointed_s(ran, ckpt)
         job.progress_s += kept
         self.rec.productive_slice_s += ran * job.slices
         self._account_running(job, kept, ran - kept, victim=victim or job.victim_since is not None)

@@ -6,7 +6,6 @@ Finished JobSets are left out (as if garbage-collected by ttlSecondsAfterFinishe
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -29,7 +28,7 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
-from hotswap.sim.state import Job, JobState, Slice
+from hotswap.sim.state import Job, JobState, Slice, checkpointed_s
 from hotswap.sim.state import Pod as SimPod
 from hotswap.sim.state import PodPhase as SimPhase
 from hotswap.slices import UNREACHABLE_TAINT
@@ -128,16 +127,15 @@ class CheckpointSignal:
 
     def last(self, job: Job) -> float | None:
         """When the running attempt last completed a checkpoint; None before its first one or when not running."""
-        if job.run_start is None or self.interval_s <= 0:
+        if job.run_start is None:
             return None
-        taken = math.floor((self.now - job.run_start) / self.interval_s)
-        return job.run_start + taken * self.interval_s if taken >= 1 else None
+        saved = checkpointed_s(self.now - job.run_start, self.interval_s)
+        return job.run_start + saved if saved > 0 else None
 
 
 def _jobset(job: Job, shape: SliceShape, checkpoints: CheckpointSignal | None = None) -> JobSet:
     annotations = {JOBSET_EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL}
-    last = checkpoints.last(job) if checkpoints is not None else None
-    if checkpoints is not None and last is not None:
+    if checkpoints is not None and (last := checkpoints.last(job)) is not None:
         annotations[checkpoints.key] = format_time(at(last))
     return JobSet(
         namespace=NAMESPACE,

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hotswap.sim.engine import Handle
 from hotswap.sim.params import FailureKind, JobClass
+
+
+def checkpointed_s(ran_s: float, interval_s: float) -> float:
+    """Of `ran_s` seconds of training, what the last checkpoint saved (checkpoints every `interval_s` from the
+    start of the run; none when `interval_s` is 0)."""
+    return math.floor(ran_s / interval_s) * interval_s if interval_s > 0 else 0.0
 
 
 class PodPhase(StrEnum):

@@ -9,7 +9,6 @@ Expanding the grid and pooling/tabulating are pure; only :func:`run_points` runs
 from __future__ import annotations
 
 import itertools
-import math
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -226,8 +225,8 @@ def table_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             m = pol[p]["mttr_lasting_s"]
             row.append(f"{'/'.join(fmt(m[q]) for q in QUANTILES[:2])} ({m['n']})")
         row += [fmt(point["ratios"][f"reconciler/{base}_p50_lasting"]) for base in ("none", "scheduler")]
-        row.append("/".join(fmt(pol[p].get("exchange_rate", math.nan)) for p in ("scheduler", "reconciler")))
-        row.append("/".join(f"{pol[p].get('fleet_goodput', math.nan):.5f}" for p in ("scheduler", "reconciler")))
+        row.append("/".join(fmt(pol[p]["exchange_rate"]) for p in ("scheduler", "reconciler")))
+        row.append("/".join(f"{pol[p]['fleet_goodput']:.5f}" for p in ("scheduler", "reconciler")))
         row += ["/".join(str(pol[p][k]) for p in POLICIES) for k in ("lost_victims", "partial_preemptions")]
         rows.append(row)
     return header, rows

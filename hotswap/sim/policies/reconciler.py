@@ -16,7 +16,6 @@ recovering, held, in flight or waiting for a node after admission a pass has not
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from hotswap.annotations import AnnotationKeys, parse_time
@@ -57,8 +56,7 @@ class ReconcilerPolicy:
     def attach(self, sim: Simulator) -> None:
         self._sim = sim
         if not self._configured:  # the scenario's knobs, for sweeps; an explicit config wins
-            knobs = sim.scenario.reconciler
-            self.config = HotswapConfig(eviction_delay=timedelta(seconds=knobs.eviction_delay_s))
+            self.config = sim.scenario.reconciler.hotswap_config()
         sim.track_departures = True
 
     # ------------------------------------------------------------------ when to run

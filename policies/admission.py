@@ -1,8 +1,14 @@
-"""Front end 3: the TPU workload rules as a ValidatingAdmissionPolicy and its binding (admissionregistration/v1).
+"""Front end 3: the TPU workload rules as ValidatingAdmissionPolicies and bindings (admissionregistration/v1).
 
 Built from every rule that has an in-cluster form (``Rule.admission``), with the stack's declared tiers and
 LocalQueues written into the CEL, so a rule added to the rule set reaches the cluster on the next ``pulumi up``.
-Pure data: ``components/admission`` declares the two objects.
+Pure data: ``components/admission`` declares the objects.
+
+One policy per kind (JobSet, Job, Pod): the API server type-checks every expression against the schema of each
+kind a policy matches (``validating/typechecking.go``), so an expression shared by three kinds reads fields some
+of them lack. Per kind, every field is read once, from the typed ``object``, into the ``templates`` variable;
+the validations read only that record, so the per-template shape key is computed once per request, not once per
+validation (all of them share one runtime cost budget).
 
 What the API server sends through it, and what is left alone:
 
@@ -24,15 +30,36 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .rules import ADMISSION_RULES
-from .rules.base import AdmissionContext, Rule, cel_list, cel_string
-from .rules.tpu_workloads import admission_variables, tpu_workload_match_cel
+from .rules.base import AdmissionContext, ObjectRule, Rule, cel_list, cel_string
+from .rules.tpu_workloads import ADMISSION_KINDS, admission_variables, tpu_workload_match_cel
 
 POLICY_NAME = "gke-tpu-priority-tpu-workloads"
+"""Prefix of the policies' names: ``<prefix>-jobsets``, ``-jobs``, ``-pods``."""
 API_VERSION = "admissionregistration.k8s.io/v1"
 Action = Literal["Deny", "Warn", "Audit"]
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 KUBE_CONTROLLER_MANAGER_USERS = ("system:kube-controller-manager",)
 KUBE_SYSTEM_SERVICE_ACCOUNTS = "system:serviceaccount:kube-system:"
+
+
+@dataclass(frozen=True)
+class MatchedKind:
+    kind: str
+    group: str
+    version: str
+    resource: str
+    operations: tuple[str, ...]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+MATCHED_KINDS = {
+    "JobSet": MatchedKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", ("CREATE", "UPDATE")),
+    "Job": MatchedKind("Job", "batch", "v1", "jobs", ("CREATE", "UPDATE")),
+    "Pod": MatchedKind("Pod", "", "v1", "pods", ("CREATE",)),
+}
 
 
 @dataclass(frozen=True)
@@ -47,8 +74,11 @@ class AdmissionSettings:
     def team_namespaces(self) -> list[str]:
         return sorted(self.context.local_queues)
 
+    def policy_name(self, kind: str) -> str:
+        return f"{self.name}-{MATCHED_KINDS[kind].resource}"
 
-def match_conditions(settings: AdmissionSettings) -> list[dict[str, str]]:
+
+def match_conditions(settings: AdmissionSettings, kind: str) -> list[dict[str, str]]:
     prefixes = [f"system:serviceaccount:{ns}:" for ns in settings.controller_namespaces]
     prefixes.append(KUBE_SYSTEM_SERVICE_ACCOUNTS)
     controllers = " || ".join(
@@ -65,14 +95,21 @@ def match_conditions(settings: AdmissionSettings) -> list[dict[str, str]]:
             ),
         },
         {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
-        {"name": "tpu-workload", "expression": tpu_workload_match_cel()},
+        {"name": "tpu-workload", "expression": tpu_workload_match_cel(kind)},
     ]
 
 
-def validations(context: AdmissionContext, rules: Sequence[Rule] = ADMISSION_RULES) -> list[dict[str, str]]:
+def _rule_kinds(rule: Rule) -> frozenset[str]:
+    return rule.kinds if isinstance(rule, ObjectRule) else frozenset(ADMISSION_KINDS)
+
+
+def validations(context: AdmissionContext, kind: str, rules: Sequence[Rule] = ADMISSION_RULES) -> list[dict[str, str]]:
+    """The ``kind`` policy's validations: every rule's CEL that applies to that kind, tagged with the rule name."""
     out: list[dict[str, str]] = []
     for rule in rules:
         for validation in rule.admission(context) if rule.admission else ():
+            if kind not in (validation.kinds or _rule_kinds(rule)):
+                continue
             out.append(
                 {
                     "expression": validation.expression,
@@ -84,45 +121,48 @@ def validations(context: AdmissionContext, rules: Sequence[Rule] = ADMISSION_RUL
     return out
 
 
-def validating_admission_policy(settings: AdmissionSettings) -> dict[str, Any]:
+def _labels() -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": "gke-tpu-priority"}
+
+
+def validating_admission_policy(settings: AdmissionSettings, kind: str) -> dict[str, Any]:
+    matched = MATCHED_KINDS[kind]
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": settings.name, "labels": {"app.kubernetes.io/managed-by": "gke-tpu-priority"}},
+        "metadata": {"name": settings.policy_name(kind), "labels": _labels()},
         "spec": {
             # A policy that cannot be evaluated refuses: the binding's action (Warn/Audit) still softens it.
             "failurePolicy": "Fail",
             "matchConstraints": {
                 "resourceRules": [
                     {
-                        "apiGroups": ["jobset.x-k8s.io"],
-                        "apiVersions": ["v1alpha2"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["jobsets"],
-                    },
-                    {
-                        "apiGroups": ["batch"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["jobs"],
-                    },
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+                        "apiGroups": [matched.group],
+                        "apiVersions": [matched.version],
+                        "operations": list(matched.operations),
+                        "resources": [matched.resource],
+                    }
                 ],
             },
-            "matchConditions": match_conditions(settings),
-            "variables": [{"name": name, "expression": expression} for name, expression in admission_variables()],
-            "validations": validations(settings.context),
+            "matchConditions": match_conditions(settings, kind),
+            "variables": [{"name": name, "expression": expression} for name, expression in admission_variables(kind)],
+            "validations": validations(settings.context, kind),
         },
     }
 
 
-def validating_admission_policy_binding(settings: AdmissionSettings) -> dict[str, Any]:
+def validating_admission_policies(settings: AdmissionSettings) -> list[dict[str, Any]]:
+    """One policy per checked kind (JobSet, Job, Pod)."""
+    return [validating_admission_policy(settings, kind) for kind in ADMISSION_KINDS]
+
+
+def validating_admission_policy_binding(settings: AdmissionSettings, kind: str) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": settings.name, "labels": {"app.kubernetes.io/managed-by": "gke-tpu-priority"}},
+        "metadata": {"name": settings.policy_name(kind), "labels": _labels()},
         "spec": {
-            "policyName": settings.name,
+            "policyName": settings.policy_name(kind),
             "validationActions": [settings.action],
             "matchResources": {
                 "namespaceSelector": {
@@ -133,3 +173,7 @@ def validating_admission_policy_binding(settings: AdmissionSettings) -> dict[str
             },
         },
     }
+
+
+def validating_admission_policy_bindings(settings: AdmissionSettings) -> list[dict[str, Any]]:
+    return [validating_admission_policy_binding(settings, kind) for kind in ADMISSION_KINDS]

@@ -13,6 +13,7 @@ from components.admission import admission_objects
 from components.config import ConfigError, parse_platform_config
 from components.config.resolved import effective_local_queues
 from components.workloads import TpuJobSetSpec, tpu_jobset
+from policies.rules.tpu_workloads import ADMISSION_KINDS
 from tests.conftest import STACKS, stack_run
 from tests.platform_builders import platform, stack_config
 from tests.policies.admission_cel import evaluate
@@ -25,10 +26,17 @@ from tools.mock_runtime import load_stack_config, run_program
 KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
-def admission(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    policy, binding = ([o for o in objects if o["kind"] == kind] for kind in KINDS)
-    assert len(policy) == len(binding) == 1
-    return policy[0], binding[0]
+def admission(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The stack's policies and bindings: one of each per checked kind, each binding naming its policy."""
+    policies, bindings = ([o for o in objects if o["kind"] == kind] for kind in KINDS)
+    assert len(policies) == len(bindings) == len(ADMISSION_KINDS)
+    assert [b["spec"]["policyName"] for b in bindings] == [p["metadata"]["name"] for p in policies]
+    return policies, bindings
+
+
+def from_config(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    objects = admission_objects(parse_platform_config(config))
+    return [p for _, p, _ in objects], [b for _, _, b in objects]
 
 
 def stack_platform(stack: str) -> dict[str, Any]:
@@ -37,47 +45,53 @@ def stack_platform(stack: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_stack_deploys_a_valid_policy_bound_to_its_team_namespaces(stack: str) -> None:
-    policy, binding = admission(kubernetes_objects(stack_run(stack).resources))
-    assert_valid_builtin(policy)
-    assert_valid_builtin(binding)
+    policies, bindings = admission(kubernetes_objects(stack_run(stack).resources))
     config = parse_platform_config(stack_platform(stack))
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-    assert binding["spec"]["validationActions"] == [config.admission_policy.action]
-    (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-    assert selector["values"] == sorted({q.namespace for q in effective_local_queues(config.queues)})
-    validations = " ".join(v["expression"] for v in policy["spec"]["validations"])
-    for tier in config.priorities:
-        assert f"'{tier.name}'" in validations
-    for validation in policy["spec"]["validations"]:
-        assert "\n" not in validation["message"] and validation["messageExpression"]
-    exempt = policy["spec"]["matchConditions"][0]["expression"]
-    assert f"system:serviceaccount:{config.kueue.namespace}:" in exempt
-    assert f"system:serviceaccount:{config.jobset.namespace}:" in exempt
+    matched = []
+    for policy, binding in zip(policies, bindings, strict=True):
+        assert_valid_builtin(policy)
+        assert_valid_builtin(binding)
+        assert binding["spec"]["validationActions"] == [config.admission_policy.action]
+        (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert selector["values"] == sorted({q.namespace for q in effective_local_queues(config.queues)})
+        validations = " ".join(v["expression"] for v in policy["spec"]["validations"])
+        for tier in config.priorities:
+            assert f"'{tier.name}'" in validations
+        for validation in policy["spec"]["validations"]:
+            assert "\n" not in validation["message"] and validation["messageExpression"]
+        exempt = policy["spec"]["matchConditions"][0]["expression"]
+        assert f"system:serviceaccount:{config.kueue.namespace}:" in exempt
+        assert f"system:serviceaccount:{config.jobset.namespace}:" in exempt
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        matched += rule["resources"]
+    assert sorted(matched) == ["jobs", "jobsets", "pods"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_policy_is_created_after_kueue_jobset_tiers_and_queues(stack: str) -> None:
     run = stack_run(stack)
     by_urn = {r.urn: r for r in run.resources}
-    (policy,) = [
+    policies = [
         r for r in run.resources if r.type == "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
     ]
-    component = by_urn[str(policy.parent)]
-    assert component.type == "gke-tpu-priority:index:TpuAdmissionPolicy"
-    depends_on = {by_urn[d].type for d in policy.dependencies}
-    # Components' depends_on reaches their children: the charts (JobSet CRD), the tiers and the LocalQueues.
-    assert {
-        "kubernetes:helm.sh/v4:Chart",
-        "kubernetes:scheduling.k8s.io/v1:PriorityClass",
-        "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass",
-        "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue",
-    } <= depends_on
+    assert len(policies) == len(ADMISSION_KINDS)
+    for policy in policies:
+        component = by_urn[str(policy.parent)]
+        assert component.type == "gke-tpu-priority:index:TpuAdmissionPolicy"
+        depends_on = {by_urn[d].type for d in policy.dependencies}
+        # Components' depends_on reaches their children: the charts (JobSet CRD), the tiers and the LocalQueues.
+        assert {
+            "kubernetes:helm.sh/v4:Chart",
+            "kubernetes:scheduling.k8s.io/v1:PriorityClass",
+            "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass",
+            "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue",
+        } <= depends_on
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_policy_admits_the_packages_own_jobsets_and_refuses_broken_ones(stack: str) -> None:
     config = parse_platform_config(stack_platform(stack))
-    policy, binding = admission(kubernetes_objects(stack_run(stack).resources))
+    policies, bindings = admission(kubernetes_objects(stack_run(stack).resources))
     queue = effective_local_queues(config.queues)[0]
     tier = config.priorities[0].name
     for shape in tpu_shapes.SHAPES:
@@ -96,10 +110,10 @@ def test_policy_admits_the_packages_own_jobsets_and_refuses_broken_ones(stack: s
         )
         good = tpu_jobset(spec)
         assert_valid(good)
-        outcome = evaluate(policy, binding, good)
+        outcome = evaluate(policies, bindings, good)
         assert outcome.matched and outcome.failures == [], (shape, outcome.failures)
         bad = tpu_jobset(spec.model_copy(update={"priority": "not-a-tier"}))
-        assert evaluate(policy, binding, bad).rules == {"tpu-workload-priority-tier-declared"}
+        assert evaluate(policies, bindings, bad).rules == {"tpu-workload-priority-tier-declared"}
 
 
 def test_policy_can_be_turned_off_or_softened() -> None:
@@ -107,9 +121,9 @@ def test_policy_can_be_turned_off_or_softened() -> None:
     assert not [o for o in kubernetes_objects(off.resources) if o["kind"] in KINDS]
     assert not [r for r in off.resources if r.type == "gke-tpu-priority:index:TpuAdmissionPolicy"]
     for action in ("Warn", "Audit"):
-        _, binding = admission_objects(parse_platform_config(platform(admissionPolicy={"action": action})))
-        assert binding["spec"]["validationActions"] == [action]
-        assert_valid_builtin(binding)
+        for _, _, binding in admission_objects(parse_platform_config(platform(admissionPolicy={"action": action}))):
+            assert binding["spec"]["validationActions"] == [action]
+            assert_valid_builtin(binding)
 
 
 def test_bad_action_is_refused_with_what_is_allowed() -> None:
@@ -134,7 +148,7 @@ def test_policy_follows_the_stack_config() -> None:
             ],
         },
     )
-    policy, binding = admission_objects(parse_platform_config(custom))
+    policies, bindings = from_config(custom)
     good = tpu_jobset(
         TpuJobSetSpec.model_validate(
             {
@@ -149,9 +163,9 @@ def test_policy_follows_the_stack_config() -> None:
             }
         )
     )
-    assert evaluate(policy, binding, good).failures == []
+    assert evaluate(policies, bindings, good).failures == []
     good["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "training"
-    assert evaluate(policy, binding, good).rules == {"tpu-workload-queue-declared"}
+    assert evaluate(policies, bindings, good).rules == {"tpu-workload-queue-declared"}
 
 
 def test_preview_shows_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.schema_types import PlatformConfig as PlatformSettings
 from policies.admission import AdmissionSettings, validating_admission_policy, validating_admission_policy_binding
 from policies.rules.base import AdmissionContext
+from policies.rules.tpu_workloads import ADMISSION_KINDS
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuAdmissionPolicy"
 
@@ -29,10 +30,14 @@ def admission_settings(config: PlatformConfig) -> AdmissionSettings:
     queues: dict[str, set[str]] = {}
     for local_queue in effective_local_queues(config.queues):
         queues.setdefault(local_queue.namespace, set()).add(local_queue.name)
+    lowest = min(t.value for t in config.priorities)
+    tiers = sorted(config.priorities, key=lambda t: -t.value)
     context = AdmissionContext(
-        tiers=tuple(t.name for t in sorted(config.priorities, key=lambda t: -t.value)),
+        tiers=tuple(t.name for t in tiers),
         local_queues={ns: tuple(sorted(names)) for ns, names in sorted(queues.items())},
         exclusive_topology_key=tpu_shapes.NODEPOOL_LABEL,
+        # A preemptor needs a strictly lower-priority victim: hotswap protects every tier above the lowest.
+        hotswap_tiers=tuple(t.name for t in tiers if t.value > lowest),
     )
     return AdmissionSettings(
         context=context,
@@ -41,26 +46,32 @@ def admission_settings(config: PlatformConfig) -> AdmissionSettings:
     )
 
 
-def admission_objects(config: PlatformConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The ValidatingAdmissionPolicy and its binding for a stack."""
+def admission_objects(config: PlatformConfig) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(kind, ValidatingAdmissionPolicy, binding) for each kind the stack's policies check."""
     settings = admission_settings(config)
-    return validating_admission_policy(settings), validating_admission_policy_binding(settings)
+    return [
+        (kind, validating_admission_policy(settings, kind), validating_admission_policy_binding(settings, kind))
+        for kind in ADMISSION_KINDS
+    ]
 
 
 class TpuAdmissionPolicy(pulumi.ComponentResource):
     """Refuses (or warns about, or audits) TPU workloads that break the platform's queue and priority conventions."""
 
-    policy_name: pulumi.Output[str]
-    """Name of the ValidatingAdmissionPolicy (and of its binding)."""
+    policy_names: pulumi.Output[list[str]]
+    """Names of the ValidatingAdmissionPolicies, one per checked kind (each binding has its policy's name)."""
 
     def __init__(self, name: str, args: TpuAdmissionPolicyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, {}, opts)
         config = parse_platform_config(args["platform"])
-        policy, binding = admission_objects(config)
         child = pulumi.ResourceOptions(parent=self, depends_on=inherited_depends_on(opts))
-        self.policy = KubernetesObject(f"{name}-policy", policy, child)
-        self.binding = KubernetesObject(
-            f"{name}-binding", binding, pulumi.ResourceOptions(parent=self, depends_on=[self.policy])
-        )
-        self.policy_name = pulumi.Output.from_input(str(policy["metadata"]["name"]))
-        self.register_outputs({"policy_name": self.policy_name})
+        names: list[str] = []
+        for kind, policy, binding in admission_objects(config):
+            suffix = kind.lower()
+            declared = KubernetesObject(f"{name}-{suffix}-policy", policy, child)
+            KubernetesObject(
+                f"{name}-{suffix}-binding", binding, pulumi.ResourceOptions(parent=self, depends_on=[declared])
+            )
+            names.append(str(policy["metadata"]["name"]))
+        self.policy_names = pulumi.Output.from_input(names)
+        self.register_outputs({"policy_names": self.policy_names})

@@ -5,6 +5,7 @@
 | ``priority_tiers`` | PriorityClass values, one lowest global default, PriorityClass <-> WorkloadPriorityClass |
 | ``kueue_objects`` | Kueue v1beta2, ClusterQueue shape, LocalQueues pointing at declared ClusterQueues |
 | ``tpu_workloads`` | JobSets/Jobs/Pods on TPU: queue, priority tier, exclusive slices, v6e shape (also in CEL) |
+| ``hotswap_readiness`` | TPU JobSets of tiers hotswap protects survive the restart that moves them (also in CEL) |
 | ``gke`` | TPU node pool placement, node identity and cluster hardening (Pulumi resources only) |
 | ``reconciler_hardening`` | restricted pod security, least-privilege RBAC |
 
@@ -18,13 +19,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import gke, kueue_objects, priority_tiers, reconciler_hardening, tpu_workloads
+from . import gke, hotswap_readiness, kueue_objects, priority_tiers, reconciler_hardening, tpu_workloads
 from .base import GcpRule, ObjectRule, PictureRule, Rule
 
 RULES: tuple[Rule, ...] = (
     *priority_tiers.RULES,
     *kueue_objects.RULES,
     *tpu_workloads.RULES,
+    *hotswap_readiness.RULES,
     *gke.RULES,
     *reconciler_hardening.RULES,
 )

@@ -309,6 +309,8 @@ class AdmissionContext:
     tiers: tuple[str, ...]
     local_queues: Mapping[str, tuple[str, ...]]  # namespace -> LocalQueue names
     exclusive_topology_key: str = "cloud.google.com/gke-nodepool"
+    hotswap_tiers: tuple[str, ...] = ()
+    """Tiers whose JobSets hotswap protects (every tier above the lowest)."""
 
 
 @dataclass(frozen=True)
@@ -318,6 +320,8 @@ class CelValidation:
     expression: str
     message: str
     message_expression: str
+    kinds: frozenset[str] | None = None
+    """The kinds (JobSet, Job, Pod) it applies to; None: every kind the rule's policy matches."""
 
 
 AdmissionCel = Callable[[AdmissionContext], Sequence[CelValidation]]

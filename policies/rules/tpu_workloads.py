@@ -171,32 +171,88 @@ def _cel_map(table: Mapping[str, Any]) -> str:
     return "{" + ", ".join(f"{cel_string(k)}: {json.dumps(v)}" for k, v in sorted(table.items())) + "}"
 
 
-def _multi_host_cel(spec: str) -> str:
-    key = _shape_key_cel(spec)
-    topology = f"{_selector_cel(spec, TPU_TOPOLOGY_LABEL)} + '|' + {_selector_cel(spec, INSTANCE_TYPE_LABEL)}"
+def _multi_host_cel(record: str) -> str:
+    """Whether a template record's pods run on a multi-host slice (its shape, else its topology alone)."""
     fallback = _cel_map(topology_multi_host())
     return (
-        f"({key} in variables.shapeVms ? variables.shapeVms[{key}] > 1 : "
-        f"({topology}) in {fallback} && {fallback}[{topology}])"
+        f"({record}.key in variables.shapeVms ? variables.shapeVms[{record}.key] > 1 : "
+        f"{record}.topology in {fallback} && {fallback}[{record}.topology])"
     )
 
 
-JOBS_CEL = (
-    "request.kind.kind == 'JobSet' ? (has(object.spec.replicatedJobs) ? "
-    "object.spec.replicatedJobs.map(r, r.template) : []) : (request.kind.kind == 'Job' ? [object] : [])"
-)
-_JOB_HAS_POD = "has(j.spec) && has(j.spec.template) && has(j.spec.template.spec)"
+ADMISSION_KINDS = ("JobSet", "Job", "Pod")
+"""The kinds the admission policies check, one policy each so every expression is typed by one schema."""
 
 
-def pods_cel(jobs: str) -> str:
-    """The pod specs of the request's object, given the expression of its job templates."""
-    return (
-        f"request.kind.kind == 'Pod' ? [object.spec] : ({jobs}).filter(j, {_JOB_HAS_POD}).map(j, j.spec.template.spec)"
-    )
+def _has_pod_spec(job: str) -> str:
+    return f"has({job}.spec) && has({job}.spec.template) && has({job}.spec.template.spec)"
 
 
-def admission_variables() -> list[tuple[str, str]]:
-    """(name, expression) of the policy's variables, in order (later ones use earlier ones)."""
+def _template_fields(kind: str, job: str, spec: str) -> dict[str, str]:
+    """What the rules read of one pod template (and of its Job), read once per request from the typed object."""
+    fields = {
+        "priorityClass": f"(has({spec}.priorityClassName) ? {spec}.priorityClassName : '')",
+        "tpu": _targets_tpu_cel(spec),
+        "key": _shape_key_cel(spec),
+        "topology": f"{_selector_cel(spec, TPU_TOPOLOGY_LABEL)} + '|' + {_selector_cel(spec, INSTANCE_TYPE_LABEL)}",
+    }
+    if kind != "Pod":
+        # Read as the server sees it: after defaulting a Job has parallelism (1 when unset); a JobSet's job
+        # template is not defaulted, and JobSet creates its Jobs with the template, so 1 applies to both.
+        fields["parallelism"] = f"(has({job}.spec.parallelism) ? {job}.spec.parallelism : 1)"
+        fields["completions"] = f"(has({job}.spec.completions) ? {job}.spec.completions : 1)"
+    if kind == "JobSet":
+        annotation = cel_string(EXCLUSIVE_TOPOLOGY_ANNOTATION)
+        fields["exclusiveTopology"] = (
+            f"(has({job}.metadata) && {_has_key(f'{job}.metadata.annotations', EXCLUSIVE_TOPOLOGY_ANNOTATION)} ? "
+            f"{job}.metadata.annotations[{annotation}] : '')"
+        )
+    return fields
+
+
+def _record(fields: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{cel_string(name)}: {value}" for name, value in fields.items()) + "}"
+
+
+def templates_cel(kind: str) -> str:
+    """The policy's ``templates`` variable: one record per pod template of the object (see _template_fields)."""
+    if kind == "JobSet":
+        fields = _template_fields(kind, "r.template", "r.template.spec.template.spec")
+        return (
+            "has(object.spec.replicatedJobs) ? object.spec.replicatedJobs.filter(r, has(r.template) && "
+            f"{_has_pod_spec('r.template')}).map(r, {_record(fields)}) : []"
+        )
+    if kind == "Job":
+        fields = _template_fields(kind, "object", "object.spec.template.spec")
+        return f"{_has_pod_spec('object')} ? [{_record(fields)}] : []"
+    return f"has(object.spec) ? [{_record(_template_fields(kind, 'object', 'object.spec'))}] : []"
+
+
+def shapes_cel(kind: str) -> str:
+    """The ``shapes`` variable: each template record plus its v6e shape, looked up once per request."""
+    copied = {name: f"t.{name}" for name in _template_fields(kind, "j", "s")}
+    derived = {
+        "known": "t.key in variables.shapeVms",
+        "vms": "(t.key in variables.shapeVms ? variables.shapeVms[t.key] : 0)",
+        "multiHost": _multi_host_cel("t"),
+    }
+    return f"variables.templates.map(t, {_record({**copied, **derived})})"
+
+
+def _pod_specs_cel(kind: str) -> str:
+    """The object's pod specs, for the match condition (variables are not available there)."""
+    if kind == "JobSet":
+        return (
+            "(has(object.spec.replicatedJobs) ? object.spec.replicatedJobs.filter(r, has(r.template) && "
+            f"{_has_pod_spec('r.template')}).map(r, r.template.spec.template.spec) : [])"
+        )
+    if kind == "Job":
+        return f"({_has_pod_spec('object')} ? [object.spec.template.spec] : [])"
+    return "(has(object.spec) ? [object.spec] : [])"
+
+
+def admission_variables(kind: str) -> list[tuple[str, str]]:
+    """(name, expression) of the ``kind`` policy's variables, in order (later ones use earlier ones)."""
     return [
         ("labels", "has(object.metadata.labels) ? object.metadata.labels : {}"),
         ("annotations", "has(object.metadata.annotations) ? object.metadata.annotations : {}"),
@@ -210,21 +266,21 @@ def admission_variables() -> list[tuple[str, str]]:
             f"{cel_string(KUEUE_PRIORITY_LABEL)} in variables.labels ? "
             f"variables.labels[{cel_string(KUEUE_PRIORITY_LABEL)}] : ''",
         ),
-        ("jobs", JOBS_CEL),
-        ("pods", pods_cel("variables.jobs")),
         ("shapeVms", _cel_map(shape_vms())),
+        ("templates", templates_cel(kind)),
+        ("shapes", shapes_cel(kind)),
         (
             "ref",
-            "request.kind.kind + ' ' + request.namespace + '/' + (has(object.metadata.name) && "
+            f"{cel_string(kind + ' ')} + request.namespace + '/' + (has(object.metadata.name) && "
             "object.metadata.name != '' ? object.metadata.name : (has(object.metadata.generateName) ? "
             "object.metadata.generateName + '*' : '?'))",
         ),
     ]
 
 
-def tpu_workload_match_cel() -> str:
-    """True for a TPU workload (the policy's match condition; variables are not available there)."""
-    return f"({pods_cel(JOBS_CEL)}).exists(s, {_targets_tpu_cel('s')})"
+def tpu_workload_match_cel(kind: str) -> str:
+    """True for a TPU workload of ``kind`` (the policy's match condition)."""
+    return f"{_pod_specs_cel(kind)}.exists(s, {_targets_tpu_cel('s')})"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -334,8 +390,7 @@ def priority_matches_cel(context: AdmissionContext) -> list[CelValidation]:
     return [
         CelValidation(
             expression=(
-                "variables.priority != '' && variables.pods.all(s, has(s.priorityClassName) && "
-                "s.priorityClassName == variables.priority)"
+                "variables.priority != '' && variables.templates.all(t, t.priorityClass == variables.priority)"
             ),
             message=(
                 f"TPU workloads must set label {KUEUE_PRIORITY_LABEL} and the same priorityClassName on their pods."
@@ -371,8 +426,8 @@ def tier_declared_cel(context: AdmissionContext) -> list[CelValidation]:
     return [
         CelValidation(
             expression=(
-                f"(variables.priority == '' || variables.priority in {tiers}) && variables.pods.all(s, "
-                f"!has(s.priorityClassName) || s.priorityClassName in {tiers})"
+                f"(variables.priority == '' || variables.priority in {tiers}) && variables.templates.all(t, "
+                f"t.priorityClass == '' || t.priorityClass in {tiers})"
             ),
             message=f"TPU workloads must use a declared priority tier ({', '.join(context.tiers)}).",
             message_expression=(
@@ -402,16 +457,10 @@ def check_exclusive_topology(obj: KubeObject, cfg: Config) -> Iterator[str]:
 def exclusive_topology_cel(context: AdmissionContext) -> list[CelValidation]:
     annotation, key = cel_string(EXCLUSIVE_TOPOLOGY_ANNOTATION), cel_string(context.exclusive_topology_key)
     on_jobset = f"({annotation} in variables.annotations && variables.annotations[{annotation}] == {key})"
-    on_job = (
-        f"(has(j.metadata) && {_has_key('j.metadata.annotations', EXCLUSIVE_TOPOLOGY_ANNOTATION)} && "
-        f"j.metadata.annotations[{annotation}] == {key})"
-    )
-    spec = "j.spec.template.spec"
     return [
         CelValidation(
             expression=(
-                f"request.kind.kind != 'JobSet' || {on_jobset} || variables.jobs.all(j, !({_JOB_HAS_POD}) || "
-                f"!{_targets_tpu_cel(spec)} || !{_multi_host_cel(spec)} || {on_job})"
+                f"{on_jobset} || variables.shapes.all(x, !x.tpu || !x.multiHost || x.exclusiveTopology == {key})"
             ),
             message=(
                 f"TPU JobSets on multi-host slices must set annotation {EXCLUSIVE_TOPOLOGY_ANNOTATION}: "
@@ -468,11 +517,9 @@ def check_v6e_shape(obj: KubeObject, cfg: Config) -> Iterator[str]:
 
 
 def v6e_shape_cel(context: AdmissionContext) -> list[CelValidation]:
-    key = _shape_key_cel("s")
-    job_key = _shape_key_cel("j.spec.template.spec")
     return [
         CelValidation(
-            expression=f"variables.pods.all(s, !{_targets_tpu_cel('s')} || {key} in variables.shapeVms)",
+            expression="variables.shapes.all(x, !x.tpu || x.known)",
             message=f"TPU pods must select a v6e slice and request the chips of one VM of it ({SHAPE_HINT}).",
             message_expression=(
                 f"'TPU ' + variables.ref + ' pods fit no v6e slice; select {TPU_ACCELERATOR_LABEL}: {v6e.ACCELERATOR} "
@@ -481,16 +528,13 @@ def v6e_shape_cel(context: AdmissionContext) -> list[CelValidation]:
             ),
         ),
         CelValidation(
-            expression=(
-                f"variables.jobs.all(j, !({_JOB_HAS_POD}) || !({job_key} in variables.shapeVms) || "
-                f"((has(j.spec.parallelism) ? j.spec.parallelism : 1) == variables.shapeVms[{job_key}] && "
-                f"(has(j.spec.completions) ? j.spec.completions : 1) == variables.shapeVms[{job_key}]))"
-            ),
+            expression="variables.shapes.all(x, !x.known || (x.parallelism == x.vms && x.completions == x.vms))",
             message="TPU jobs must set parallelism and completions to the number of VMs of their slice.",
             message_expression=(
                 "'TPU ' + variables.ref + ' must set parallelism and completions to the number of VMs of its slice "
                 f"(one pod per VM: {SHAPE_HINT}).'"
             ),
+            kinds=frozenset({"JobSet", "Job"}),
         ),
     ]
 

@@ -1,20 +1,22 @@
-"""Evaluate a ValidatingAdmissionPolicy and its binding offline, the way the API server does, with cel-python.
+"""Evaluate ValidatingAdmissionPolicies and their bindings offline, the way the API server does, with cel-python.
 
 Uses the CEL environment and Kubernetes library functions of tests/support/crd_validation.py (``compile_rule``),
 so an expression calling a function neither implements fails here rather than on a real server. The request
 is what the API server builds: ``request.kind``, ``namespace``, ``operation``, ``userInfo``; ``object`` as JSON
-(built-in quantities are strings there, as the API server serializes them).
+(built-in quantities are strings there, as the API server serializes them), after the defaulting and mutating
+admission the server applies first (``tests.support.apiserver_defaults``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
+from tests.support.apiserver_defaults import server_view
 from tests.support.crd_validation import compile_rule
 
 RESOURCES = {
@@ -76,15 +78,39 @@ def _namespace_selected(binding: Mapping[str, Any], namespace: str) -> bool:
 
 
 def evaluate(
-    policy: Mapping[str, Any],
-    binding: Mapping[str, Any],
+    policies: Sequence[Mapping[str, Any]],
+    bindings: Sequence[Mapping[str, Any]],
     obj: Mapping[str, Any],
     *,
     operation: str = "CREATE",
     username: str = "alice@example.com",
     old: Mapping[str, Any] | None = None,
+    priority_classes: Sequence[Mapping[str, Any]] = (),
+    local_queues: Mapping[str, Sequence[str]] | None = None,
 ) -> Outcome:
-    """What the API server would decide for ``obj``; a CEL error anywhere fails the test (failurePolicy: Fail)."""
+    """What the API server would decide for ``obj`` (as submitted: it is defaulted first) under every policy whose
+    binding names it; a CEL error anywhere fails the test (failurePolicy: Fail)."""
+    seen = server_view(obj, priority_classes=priority_classes, local_queues=local_queues)
+    seen_old = server_view(old, priority_classes=priority_classes, local_queues=local_queues) if old else None
+    by_name = {p["metadata"]["name"]: p for p in policies}
+    outcome = Outcome(False)
+    for binding in bindings:
+        one = evaluate_one(by_name[binding["spec"]["policyName"]], binding, seen, operation, username, seen_old)
+        outcome.matched |= one.matched
+        outcome.failures += one.failures
+        outcome.messages += one.messages
+    return outcome
+
+
+def evaluate_one(
+    policy: Mapping[str, Any],
+    binding: Mapping[str, Any],
+    obj: Mapping[str, Any],
+    operation: str,
+    username: str,
+    old: Mapping[str, Any] | None,
+) -> Outcome:
+    """One policy's verdict on ``obj`` exactly as given (no defaulting)."""
     request = request_for(obj, operation, username)
     spec = policy["spec"]
     if not any(_resource_matches(r, request) for r in spec["matchConstraints"]["resourceRules"]):

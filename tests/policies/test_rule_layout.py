@@ -33,7 +33,7 @@ def test_every_rule_has_one_family_and_one_pack_policy() -> None:
 def test_every_tpu_workload_rule_has_an_in_cluster_form() -> None:
     workload = {r.name for r in rules.RULES if r.family == "TPU workloads"}
     assert workload == {r.name for r in rules.ADMISSION_RULES}
-    assert len(workload) == 6
+    assert len(workload) == 7
 
 
 def test_the_pack_loads_the_way_the_policy_host_loads_it() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from policies import rules
-from policies.admission import AdmissionSettings, validating_admission_policy, validating_admission_policy_binding
+from policies.admission import AdmissionSettings, validating_admission_policies, validating_admission_policy_bindings
 from policies.check import check_objects
 from policies.rules.base import AdmissionContext, manifest_object
 from tests.policies.admission_cel import Outcome, evaluate
@@ -53,11 +53,19 @@ PLATFORM: list[dict[str, Any]] = [
     },
 ]
 SETTINGS = AdmissionSettings(
-    AdmissionContext(tiers=tuple(TIERS), local_queues={NAMESPACE: (QUEUE,)}),
+    AdmissionContext(tiers=tuple(TIERS), local_queues={NAMESPACE: (QUEUE,)}, hotswap_tiers=("training-high",)),
     controller_namespaces=("kueue-system", "jobset-system"),
 )
-POLICY = validating_admission_policy(SETTINGS)
-BINDING = validating_admission_policy_binding(SETTINGS)
+POLICIES = validating_admission_policies(SETTINGS)
+BINDINGS = validating_admission_policy_bindings(SETTINGS)
+
+
+def admit(obj: dict[str, Any], **request: Any) -> Outcome:
+    """The in-cluster verdict: every policy, on ``obj`` after the server's defaulting, in this cluster."""
+    classes = [o for o in PLATFORM if o["kind"] == "PriorityClass"]
+    return evaluate(
+        POLICIES, BINDINGS, obj, priority_classes=classes, local_queues=SETTINGS.context.local_queues, **request
+    )
 
 
 def pod_spec(topology: str = "4x4", chips: Any = "4", machine: str | None = None) -> dict[str, Any]:
@@ -99,7 +107,10 @@ def jobset(topology: str = "4x4", chips: Any = 4, vms: int = 4, machine: str | N
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": meta,
-        "spec": {"replicatedJobs": [{"name": "slice", "replicas": 2, "template": {"spec": job}}]},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 3},
+            "replicatedJobs": [{"name": "slice", "replicas": 2, "template": {"spec": job}}],
+        },
     }
 
 
@@ -262,6 +273,57 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ),
     ("pod-asks-too-many-chips", pod("2x2", "8"), {"tpu-workload-fits-v6e-shape"}),
     (
+        "high-jobset-without-failure-policy",
+        edit(jobset(), lambda o: o["spec"].pop("failurePolicy")),
+        {"jobset-v1alpha2-tpu-hotswap-restartable"},
+    ),
+    (
+        "high-jobset-max-restarts-0",
+        edit(jobset(), lambda o: o["spec"]["failurePolicy"].update(maxRestarts=0)),
+        {"jobset-v1alpha2-tpu-hotswap-restartable"},
+    ),
+    (
+        "high-jobset-max-restarts-unset-counting-rules-only",
+        edit(
+            jobset(),
+            lambda o: o["spec"].update(
+                failurePolicy={"rules": [{"name": "app", "action": "FailJobSet", "onJobFailureReasons": ["Failed"]}]}
+            ),
+        ),
+        {"jobset-v1alpha2-tpu-hotswap-restartable"},
+    ),
+    (
+        "good-high-jobset-max-restarts-0-infra-uncounted",
+        edit(
+            jobset(),
+            lambda o: o["spec"].update(
+                failurePolicy={
+                    "maxRestarts": 0,
+                    "rules": [
+                        {
+                            "name": "infra",
+                            "action": "RestartJobSetAndIgnoreMaxRestarts",
+                            "onJobFailureReasons": ["PodFailurePolicy"],
+                        }
+                    ],
+                }
+            ),
+        ),
+        set(),
+    ),
+    (
+        "good-low-jobset-max-restarts-0-is-not-protected",
+        edit(
+            jobset(),
+            lambda o: (
+                o["spec"].pop("failurePolicy"),
+                o["metadata"]["labels"].update({"kueue.x-k8s.io/priority-class": "training-low"}),
+                js_pod(o).update(priorityClassName="training-low"),
+            ),
+        ),
+        set(),
+    ),
+    (
         "everything-wrong",
         edit(jobset(chips=2), lambda o: (o["metadata"].update(labels={}), o["metadata"].pop("annotations"))),
         {
@@ -300,7 +362,7 @@ def test_pack_cli_and_admission_policy_agree(obj: dict[str, Any], broken: set[st
     assert broken <= WORKLOAD_RULES
     assert pack_rules(obj) == broken
     assert cli_rules(obj) == broken
-    outcome = evaluate(POLICY, BINDING, obj)
+    outcome = admit(obj)
     assert outcome.rules == broken, outcome.failures
     for message in outcome.failures:
         assert message.startswith("[") and f" {obj['kind']} {obj['metadata']['namespace']}/" in message
@@ -327,8 +389,8 @@ def test_namespaces_without_a_local_queue_are_outside_the_binding() -> None:
     """The binding covers the team namespaces (those with a LocalQueue); the CLI and pack see every object."""
     elsewhere = edit(job(), lambda o: o["metadata"].update(namespace="team-b"))
     assert cli_rules(elsewhere) == pack_rules(elsewhere) == {"tpu-workload-queue-declared"}
-    assert not evaluate(POLICY, BINDING, elsewhere).matched
-    assert evaluate(POLICY, BINDING, job()).matched
+    assert not admit(elsewhere).matched
+    assert admit(job()).matched
 
 
 @pytest.mark.parametrize(
@@ -342,28 +404,26 @@ def test_namespaces_without_a_local_queue_are_outside_the_binding() -> None:
 )
 def test_platform_controllers_are_never_refused(username: str) -> None:
     broken = edit(jobset(), lambda o: o["metadata"].update(labels={}))
-    assert evaluate(POLICY, BINDING, broken, operation="UPDATE", username=username, old=broken) == Outcome(False)
-    assert evaluate(POLICY, BINDING, broken, operation="UPDATE", old=broken).rules  # a person is refused
+    assert admit(broken, operation="UPDATE", username=username, old=broken) == Outcome(False)
+    assert admit(broken, operation="UPDATE", old=broken).rules  # a person is refused
 
 
 def test_objects_being_deleted_can_lose_their_finalizers() -> None:
     broken = edit(jobset(), lambda o: o["metadata"].update(labels={}, deletionTimestamp="2026-01-01T00:00:00Z"))
-    assert not evaluate(POLICY, BINDING, broken, operation="UPDATE", old=broken).matched
+    assert not admit(broken, operation="UPDATE", old=broken).matched
 
 
 def test_pod_updates_and_status_writes_are_not_matched() -> None:
     broken = edit(pod(), lambda o: o["metadata"].update(labels={}))
-    assert not evaluate(POLICY, BINDING, broken, operation="UPDATE", old=broken).matched
-    assert evaluate(POLICY, BINDING, broken).rules == {
+    assert not admit(broken, operation="UPDATE", old=broken).matched
+    assert admit(broken).rules == {
         "tpu-workload-require-queue-name",
         "tpu-workload-priority-label-matches-pods",
     }
 
 
 def test_refusals_say_what_to_set() -> None:
-    outcome = evaluate(
-        POLICY, BINDING, edit(jobset(), lambda o: o["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "gpu"}))
-    )
+    outcome = admit(edit(jobset(), lambda o: o["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "gpu"})))
     assert outcome.failures == [
         "[tpu-workload-queue-declared] TPU JobSet team-a/llm names LocalQueue 'gpu', which namespace 'team-a' does "
         "not have (declared there: training); set kueue.x-k8s.io/queue-name to one of them."
@@ -371,7 +431,23 @@ def test_refusals_say_what_to_set() -> None:
     generated = edit(
         pod(), lambda o: (o["metadata"].pop("name"), o["metadata"].update(generateName="probe-", labels={}))
     )
-    assert any(
-        "TPU Pod team-a/probe-* has no label kueue.x-k8s.io/queue-name" in m
-        for m in evaluate(POLICY, BINDING, generated).failures
+    assert any("TPU Pod team-a/probe-* has no label kueue.x-k8s.io/queue-name" in m for m in admit(generated).failures)
+
+
+def test_a_non_restartable_high_jobset_is_refused_with_what_to_set() -> None:
+    (message,) = admit(edit(jobset(), lambda o: o["spec"]["failurePolicy"].update(maxRestarts=0))).failures
+    assert message.startswith(
+        "[jobset-v1alpha2-tpu-hotswap-restartable] TPU JobSet team-a/llm is in tier 'training-high', which hotswap "
+        "protects by restarting it on healthy slices, but its spec.failurePolicy.maxRestarts is 0"
     )
+    assert "set spec.failurePolicy.maxRestarts to at least 1" in message
+    (missing,) = admit(edit(jobset(), lambda o: o["spec"].pop("failurePolicy"))).failures
+    assert "it has no spec.failurePolicy, so its first failed Job fails it" in missing
+
+
+def test_verdicts_are_on_the_defaulted_object() -> None:
+    """A Job that leaves parallelism and completions unset runs one pod: right for a 1-VM slice only."""
+    single = edit(job("2x2", "4", 1), lambda o: (o["spec"].pop("parallelism"), o["spec"].pop("completions")))
+    assert admit(single).rules == cli_rules(single) == set()
+    multi = edit(job("4x4", "4", 4), lambda o: (o["spec"].pop("parallelism"), o["spec"].pop("completions")))
+    assert admit(multi).rules == cli_rules(multi) == {"tpu-workload-fits-v6e-shape"}

@@ -188,24 +188,36 @@ def _has_pod_spec(job: str) -> str:
     return f"has({job}.spec) && has({job}.spec.template) && has({job}.spec.template.spec)"
 
 
+def _flag(condition: str) -> str:
+    return f"(({condition}) ? 'true' : 'false')"
+
+
 def _template_fields(kind: str, job: str, spec: str) -> dict[str, str]:
-    """What the rules read of one pod template (and of its Job), read once per request from the typed object."""
+    """What the rules read of one pod template (and of its Job), read once per request from the typed object.
+
+    Every value is a string: the API server's CEL refuses map literals whose values differ in type
+    (``HomogeneousAggregateLiterals`` and, since 1.29, ``ValidateHomogeneousAggregateLiterals`` in
+    ``apiserver/pkg/cel/environment/base.go``), and with ``object`` untyped at run time only ``string()`` and
+    string-valued ternaries have a static type; so flags are ``'true'``/``'false'`` and numbers ``string(n)``.
+    """
     fields = {
-        "priorityClass": f"(has({spec}.priorityClassName) ? {spec}.priorityClassName : '')",
-        "tpu": _targets_tpu_cel(spec),
-        "key": _shape_key_cel(spec),
-        "topology": f"{_selector_cel(spec, TPU_TOPOLOGY_LABEL)} + '|' + {_selector_cel(spec, INSTANCE_TYPE_LABEL)}",
+        "priorityClass": f"string(has({spec}.priorityClassName) ? {spec}.priorityClassName : '')",
+        "tpu": _flag(_targets_tpu_cel(spec)),
+        "key": f"string({_shape_key_cel(spec)})",
+        "topology": (
+            f"string({_selector_cel(spec, TPU_TOPOLOGY_LABEL)} + '|' + {_selector_cel(spec, INSTANCE_TYPE_LABEL)})"
+        ),
     }
     if kind != "Pod":
-        # Read as the server sees it: after defaulting a Job has parallelism (1 when unset); a JobSet's job
-        # template is not defaulted, and JobSet creates its Jobs with the template, so 1 applies to both.
-        fields["parallelism"] = f"(has({job}.spec.parallelism) ? {job}.spec.parallelism : 1)"
-        fields["completions"] = f"(has({job}.spec.completions) ? {job}.spec.completions : 1)"
+        # Unset counts as 1: what Job defaulting gives parallelism (and completions when both are unset), and
+        # JobSet creates its Jobs from the template as written.
+        fields["parallelism"] = f"string(has({job}.spec.parallelism) ? {job}.spec.parallelism : 1)"
+        fields["completions"] = f"string(has({job}.spec.completions) ? {job}.spec.completions : 1)"
     if kind == "JobSet":
         annotation = cel_string(EXCLUSIVE_TOPOLOGY_ANNOTATION)
         fields["exclusiveTopology"] = (
-            f"(has({job}.metadata) && {_has_key(f'{job}.metadata.annotations', EXCLUSIVE_TOPOLOGY_ANNOTATION)} ? "
-            f"{job}.metadata.annotations[{annotation}] : '')"
+            f"string(has({job}.metadata) && {_has_key(f'{job}.metadata.annotations', EXCLUSIVE_TOPOLOGY_ANNOTATION)}"
+            f" ? {job}.metadata.annotations[{annotation}] : '')"
         )
     return fields
 
@@ -232,9 +244,9 @@ def shapes_cel(kind: str) -> str:
     """The ``shapes`` variable: each template record plus its v6e shape, looked up once per request."""
     copied = {name: f"t.{name}" for name in _template_fields(kind, "j", "s")}
     derived = {
-        "known": "t.key in variables.shapeVms",
-        "vms": "(t.key in variables.shapeVms ? variables.shapeVms[t.key] : 0)",
-        "multiHost": _multi_host_cel("t"),
+        "known": _flag("t.key in variables.shapeVms"),
+        "vms": "string(t.key in variables.shapeVms ? variables.shapeVms[t.key] : 0)",
+        "multiHost": _flag(_multi_host_cel("t")),
     }
     return f"variables.templates.map(t, {_record({**copied, **derived})})"
 
@@ -460,7 +472,8 @@ def exclusive_topology_cel(context: AdmissionContext) -> list[CelValidation]:
     return [
         CelValidation(
             expression=(
-                f"{on_jobset} || variables.shapes.all(x, !x.tpu || !x.multiHost || x.exclusiveTopology == {key})"
+                f"{on_jobset} || variables.shapes.all(x, x.tpu != 'true' || x.multiHost != 'true' || "
+                f"x.exclusiveTopology == {key})"
             ),
             message=(
                 f"TPU JobSets on multi-host slices must set annotation {EXCLUSIVE_TOPOLOGY_ANNOTATION}: "
@@ -519,7 +532,7 @@ def check_v6e_shape(obj: KubeObject, cfg: Config) -> Iterator[str]:
 def v6e_shape_cel(context: AdmissionContext) -> list[CelValidation]:
     return [
         CelValidation(
-            expression="variables.shapes.all(x, !x.tpu || x.known)",
+            expression="variables.shapes.all(x, x.tpu != 'true' || x.known == 'true')",
             message=f"TPU pods must select a v6e slice and request the chips of one VM of it ({SHAPE_HINT}).",
             message_expression=(
                 f"'TPU ' + variables.ref + ' pods fit no v6e slice; select {TPU_ACCELERATOR_LABEL}: {v6e.ACCELERATOR} "
@@ -528,7 +541,9 @@ def v6e_shape_cel(context: AdmissionContext) -> list[CelValidation]:
             ),
         ),
         CelValidation(
-            expression="variables.shapes.all(x, !x.known || (x.parallelism == x.vms && x.completions == x.vms))",
+            expression=(
+                "variables.shapes.all(x, x.known != 'true' || (x.parallelism == x.vms && x.completions == x.vms))"
+            ),
             message="TPU jobs must set parallelism and completions to the number of VMs of their slice.",
             message_expression=(
                 "'TPU ' + variables.ref + ' must set parallelism and completions to the number of VMs of its slice "

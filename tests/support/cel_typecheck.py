@@ -590,7 +590,7 @@ class _Checker:
     def _n_list_lit(self, node: lark.Tree[Any]) -> CelType:
         elems: CelType | None = None
         for child in node.children[0].children if node.children else ():
-            elems = self._join(elems, self.check(child))
+            elems = self._join(elems, self.check(child), child)
         return list_of(elems if elems is not None else type_param(f"_var{next(self._fresh)}"))
 
     def _n_map_lit(self, node: lark.Tree[Any]) -> CelType:
@@ -598,19 +598,22 @@ class _Checker:
         values: CelType | None = None
         entries = node.children[0].children if node.children else []
         for key, value in zip(entries[::2], entries[1::2], strict=True):
-            keys = self._join(keys, self.check(key))
-            values = self._join(values, self.check(value))
+            keys = self._join(keys, self.check(key), key)
+            values = self._join(values, self.check(value), value)
         if keys is None or values is None:
             return map_of(type_param(f"_var{next(self._fresh)}"), type_param(f"_var{next(self._fresh)}"))
         return map_of(keys, values)
 
-    def _join(self, previous: CelType | None, current: CelType) -> CelType:
-        """cel-go joinTypes; k8s does not set HomogeneousAggregateLiterals, so mixed literals are dyn."""
+    def _join(self, previous: CelType | None, current: CelType, node: lark.Tree[Any]) -> CelType:
+        """cel-go joinTypes under HomogeneousAggregateLiterals (k8s environment/base.go sets it)."""
         if previous is None:
             return current
         if is_assignable(self.mapping, previous, current):
             return most_general(previous, current)
-        return DYN
+        self._report(
+            self._start(node), f"expected type '{self._current(previous)}' but found '{self._current(current)}'"
+        )
+        return ERROR
 
     def _args(self, node: lark.Tree[Any] | None) -> list[lark.Tree[Any]]:
         return list(node.children) if node is not None else []

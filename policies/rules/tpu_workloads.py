@@ -139,8 +139,13 @@ def _quantity_cel(value: str) -> str:
     return f"(string({value}).matches('^[0-9]+$') ? int(string({value})) : {NOT_A_CHIP_COUNT})"
 
 
+# Built-in kinds' OpenAPI gives Quantity no type (oneOf string/number), so the API server's type checker does not
+# expose `resources.limits`/`requests` of Pods and Jobs (SchemaDeclType drops them): read them through dyn().
+_RESOURCES = "dyn(c.resources)"
+
+
 def _chips_cel(spec: str) -> str:
-    limits, requests = "c.resources.limits", "c.resources.requests"
+    limits, requests = f"{_RESOURCES}.limits", f"{_RESOURCES}.requests"
     tpu = cel_string(TPU_RESOURCE)
     per_container = (
         f"(has(c.resources) && {_has_key(limits, TPU_RESOURCE)} ? {_quantity_cel(f'{limits}[{tpu}]')} : "
@@ -157,8 +162,8 @@ def _shape_key_cel(spec: str) -> str:
 def _targets_tpu_cel(spec: str) -> str:
     def asks(containers: str) -> str:
         return (
-            f"{containers}.exists(c, has(c.resources) && ({_has_key('c.resources.limits', TPU_RESOURCE)} || "
-            f"{_has_key('c.resources.requests', TPU_RESOURCE)}))"
+            f"{containers}.exists(c, has(c.resources) && ({_has_key(f'{_RESOURCES}.limits', TPU_RESOURCE)} || "
+            f"{_has_key(f'{_RESOURCES}.requests', TPU_RESOURCE)}))"
         )
 
     return (

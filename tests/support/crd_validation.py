@@ -793,6 +793,8 @@ _KUBERNETES_CEL_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "trim": lambda s: celtypes.StringType(s.strip()),
     "join": lambda values, sep="": celtypes.StringType(str(sep).join(values)),
     "split": lambda s, sep: celtypes.ListType([celtypes.StringType(p) for p in s.split(sep)]),
+    # Standard CEL, missing from celpy's function table: a type-checker hint, the identity at run time.
+    "dyn": lambda value: value,
 }
 _SUPPORTED_CEL_FUNCTIONS = frozenset(base_functions) | _CEL_MACROS | frozenset(_KUBERNETES_CEL_FUNCTIONS)
 

@@ -168,7 +168,8 @@ def test_the_subset_the_policy_uses_types_like_cel_go(checker: TypeChecker) -> N
     assert (
         output(checker, POD, "string(1).matches('^[0-9]+$') && request.userInfo.username.startsWith('system:')") == BOOL
     )
-    assert output(checker, POD, "cel.bind(s, object.spec, s.containers.map(c, c.name))") == list_of(STRING)
+    bind = "cel.bind(s, object.spec, s.containers.map(c, c.name))"
+    assert check_expression(bind, env(checker, POD), bindings=True).output_type == list_of(STRING)
     assert output(checker, POD, "dyn(object.spec).anything.goes") == DYN
     assert output(checker, POD, "namespaceObject.metadata.labels") == map_of(STRING, STRING)
 
@@ -314,24 +315,14 @@ def test_the_single_policy_for_three_kinds_fails_for_each_kind(checker: TypeChec
 # The package's policies
 
 SETTINGS = admission.AdmissionSettings(
-    AdmissionContext(tiers=("training-high", "training-low"), local_queues={"team-a": ("training",)}),
+    AdmissionContext(
+        tiers=("training-high", "training-low"),
+        local_queues={"team-a": ("training",)},
+        hotswap_tiers=("training-high",),
+    ),
     controller_namespaces=("kueue-system", "jobset-system"),
 )
-_PER_KIND = getattr(admission, "validating_admission_policies", None)
-if _PER_KIND is not None:
-    GENERATED: list[Any] = [pytest.param(p, id=p["metadata"]["name"]) for p in _PER_KIND(SETTINGS)]
-else:
-    GENERATED = [
-        pytest.param(
-            admission.validating_admission_policy(SETTINGS),
-            id="single-policy",
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="one policy for JobSets, Jobs and Pods: its variables read fields only one kind has; "
-                "fixed by validating_admission_policies (one policy per kind)",
-            ),
-        )
-    ]
+GENERATED = [pytest.param(p, id=p["metadata"]["name"]) for p in admission.validating_admission_policies(SETTINGS)]
 
 
 @pytest.mark.parametrize("generated", GENERATED)
@@ -347,3 +338,25 @@ def test_generated_policy_type_checks_cleanly_for_each_matched_kind(
 def test_generated_policy_match_conditions_type_check_cleanly(checker: TypeChecker, generated: dict[str, Any]) -> None:
     warnings = [w for w in checker.check(generated, match_conditions=True) if "matchConditions" in w.field_ref]
     assert warnings == [], describe(warnings)
+
+
+@pytest.mark.parametrize("generated", GENERATED)
+def test_generated_policy_compiles_where_the_server_runs_it(checker: TypeChecker, generated: dict[str, Any]) -> None:
+    """At run time ``object`` is dyn; an expression that does not compile there errors on every request."""
+    assert checker.runtime_issues(generated) == []
+
+
+def test_the_server_environment_has_no_cel_bind_and_only_homogeneous_literals(checker: TypeChecker) -> None:
+    assert issues(checker, POD, "cel.bind(s, object.spec, s.containers.size())") == [
+        "ERROR: <input>:1:1: undeclared reference to 'cel' (in container '')"
+    ]
+    runtime = checker.environment({"spec": {}}, None)
+    runtime["variables"] = object_type("kubernetes.variables", {})
+    # Typed, both values are strings; untyped (run time), the first is dyn and the literal is refused.
+    mixed = "{'a': object.metadata.name, 'b': 'x'}"
+    assert check_expression(mixed, env(checker, POD)).issues == ()
+    assert [i.message for i in check_expression(mixed, runtime).issues] == ["expected type 'dyn' but found 'string'"]
+    assert check_expression("{'a': string(object.metadata.name), 'b': 'x'}", runtime).issues == ()
+    assert [i.message for i in check_expression("{'a': true, 'b': 'x'}", runtime).issues] == [
+        "expected type 'bool' but found 'string'"
+    ]

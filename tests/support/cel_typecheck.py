@@ -427,9 +427,10 @@ def parse(expression: str) -> lark.Tree[Any]:
 
 
 class _Checker:
-    def __init__(self, text: str, variables: Mapping[str, CelType]) -> None:
+    def __init__(self, text: str, variables: Mapping[str, CelType], bindings: bool = False) -> None:
         self.text = text
         self.env = variables
+        self.bindings = bindings
         self.scopes: list[dict[str, CelType]] = []
         self.mapping = Mapping_()
         self.issues: list[tuple[int, Issue]] = []
@@ -589,17 +590,46 @@ class _Checker:
 
     def _n_list_lit(self, node: lark.Tree[Any]) -> CelType:
         elems: CelType | None = None
+        before = len(self.issues)
+        seen: list[tuple[CelType, lark.Tree[Any]]] = []
         for child in node.children[0].children if node.children else ():
-            elems = self._join(elems, self.check(child), child)
+            checked = self.check(child)
+            seen.append((checked, child))
+            elems = self._join(elems, checked, child)
+        if len(self.issues) == before:  # AST validators run only on an expression that checked
+            self._homogeneous(seen)
         return list_of(elems if elems is not None else type_param(f"_var{next(self._fresh)}"))
+
+    def _homogeneous(self, seen: list[tuple[CelType, lark.Tree[Any]]]) -> None:
+        """cel-go's ValidateHomogeneousAggregateLiterals (k8s base env since 1.29): every element or map value of
+        a literal has an equivalent type; unlike joinTypes, dyn and string are not equivalent."""
+        if not seen:
+            return
+        first = self._current(seen[0][0])
+        for checked, child in seen[1:]:
+            current = self._current(checked)
+            if ERROR in (first, current):
+                return
+            if current != first:
+                self._report(self._start(child), f"expected type '{first}' but found '{current}'")
+                return
 
     def _n_map_lit(self, node: lark.Tree[Any]) -> CelType:
         keys: CelType | None = None
         values: CelType | None = None
         entries = node.children[0].children if node.children else []
+        before = len(self.issues)
+        seen_keys: list[tuple[CelType, lark.Tree[Any]]] = []
+        seen_values: list[tuple[CelType, lark.Tree[Any]]] = []
         for key, value in zip(entries[::2], entries[1::2], strict=True):
-            keys = self._join(keys, self.check(key), key)
-            values = self._join(values, self.check(value), value)
+            key_type, value_type = self.check(key), self.check(value)
+            seen_keys.append((key_type, key))
+            seen_values.append((value_type, value))
+            keys = self._join(keys, key_type, key)
+            values = self._join(values, value_type, value)
+        if len(self.issues) == before:  # AST validators run only on an expression that checked
+            self._homogeneous(seen_keys)
+            self._homogeneous(seen_values)
         if keys is None or values is None:
             return map_of(type_param(f"_var{next(self._fresh)}"), type_param(f"_var{next(self._fresh)}"))
         return map_of(keys, values)
@@ -649,6 +679,11 @@ class _Checker:
             and target_ident.data == "ident"
             and str(target_ident.children[0]) == "cel"
         ):
+            if not self.bindings:
+                # Kubernetes' base environment (apiserver/pkg/cel/environment/base.go) has no ext.Bindings: there
+                # cel.bind is no macro but a call on an undeclared identifier `cel`.
+                self._report(self._start(target), "undeclared reference to 'cel' (in container '')")
+                return ERROR
             return self._bind(args)
         if name in ("all", "exists", "exists_one", "map", "filter"):
             return self._comprehension(name, target, args, offset)
@@ -728,9 +763,10 @@ def _unwrap(node: lark.Tree[Any]) -> lark.Tree[Any] | None:
     return node if isinstance(node, lark.Tree) else None
 
 
-def check_expression(expression: str, variables: Mapping[str, CelType]) -> CheckResult:
-    """Type-check one expression in an environment of declared variables (cel.Env.Compile)."""
-    checker = _Checker(expression, variables)
+def check_expression(expression: str, variables: Mapping[str, CelType], *, bindings: bool = False) -> CheckResult:
+    """Type-check one expression in an environment of declared variables (cel.Env.Compile); ``bindings``
+    adds cel-go's ext.Bindings (``cel.bind``), which Kubernetes' environment lacks."""
+    checker = _Checker(expression, variables, bindings)
     output = checker.check(parse(expression))
     issues = tuple(issue for _, issue in sorted(checker.issues, key=lambda pair: pair[0]))
     if issues:
@@ -1052,11 +1088,13 @@ class TypeChecker:
     def __init__(self, resolver: SchemaResolver | None = None) -> None:
         self.resolver = resolver or SchemaResolver()
 
-    def environment(self, policy: Mapping[str, Any], gvk: GVK) -> dict[str, CelType]:
+    def environment(self, policy: Mapping[str, Any], gvk: GVK | None) -> dict[str, CelType]:
+        """The type-checking environment for ``gvk``; ``None``: the run-time one, where ``object`` is dyn
+        (validating/compile.go compiles with DynType for object, oldObject and params)."""
         spec = policy.get("spec") or {}
         if spec.get("paramKind"):
             raise UnmodelledCelError("policies with paramKind are not modelled")
-        declared = self.resolver.decl_type(gvk)
+        declared = DYN if gvk is None else self.resolver.decl_type(gvk)
         return {
             "namespaceObject": build_namespace_type(),
             "request": build_request_type(),
@@ -1066,7 +1104,7 @@ class TypeChecker:
         }
 
     def compile_variables(
-        self, policy: Mapping[str, Any], gvk: GVK
+        self, policy: Mapping[str, Any], gvk: GVK | None
     ) -> tuple[dict[str, CelType], list[tuple[str, CheckResult]]]:
         """CompileAndStoreVariables: each variable sees the ones before it; failures become dyn."""
         env = self.environment(policy, gvk)
@@ -1112,6 +1150,27 @@ class TypeChecker:
                 if result.issues:
                     warnings.append(TypeCheckWarning(field_ref, gvk, result.issues))
         return warnings
+
+    def runtime_issues(self, policy: Mapping[str, Any]) -> list[tuple[str, tuple[Issue, ...]]]:
+        """(field, issues) of every expression that fails to compile where the server runs it, object untyped:
+        such an expression errors on every request, which failurePolicy Fail turns into a refusal."""
+        spec = policy.get("spec") or {}
+        _, variable_results = self.compile_variables(policy, None)
+        out = [(f"spec.variables[{name}]", r.issues) for name, r in variable_results if r.issues]
+        env, _ = self.compile_variables(policy, None)
+        expressions = [
+            (f"spec.matchConditions[{i}].expression", str(c["expression"]))
+            for i, c in enumerate(spec.get("matchConditions") or [])
+        ]
+        for i, validation in enumerate(spec.get("validations") or []):
+            expressions.append((f"spec.validations[{i}].expression", str(validation["expression"])))
+            if validation.get("messageExpression"):
+                expressions.append((f"spec.validations[{i}].messageExpression", str(validation["messageExpression"])))
+        for field_ref, expression in expressions:
+            result = check_expression(expression, env)
+            if result.issues:
+                out.append((field_ref, result.issues))
+        return out
 
     def expression_warnings(self, policy: Mapping[str, Any]) -> list[dict[str, str]]:
         """What the server would publish as status.typeChecking.expressionWarnings (fieldRef, warning)."""

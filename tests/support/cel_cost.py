@@ -12,6 +12,10 @@ and Kubernetes' ``staging/src/k8s.io/apiserver/pkg/cel/library/cost.go`` (``Cost
 
 Expressions are parsed by cel-python and evaluated here on plain JSON values; anything outside the modelled subset
 raises :class:`NotModelled`, so nothing is silently under-charged.
+
+Not modelled: optional types, two-variable comprehensions, struct/proto values, timestamps/durations, quantity/IP/URL
+libraries, string() of doubles, exhaustive (non-short-circuit) evaluation, qualifiers applied to a ternary, and the
+CheckFrequency interrupt (costs are checked against the limit after every step instead).
 """
 
 from __future__ import annotations

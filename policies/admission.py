@@ -44,22 +44,21 @@ KUBE_SYSTEM_SERVICE_ACCOUNTS = "system:serviceaccount:kube-system:"
 
 @dataclass(frozen=True)
 class MatchedKind:
-    kind: str
+    """What a kind's policy matches: its API group, version and resource, and the operations checked."""
+
     group: str
     version: str
     resource: str
     operations: tuple[str, ...]
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
 
-
-MATCHED_KINDS = {
-    "JobSet": MatchedKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", ("CREATE", "UPDATE")),
-    "Job": MatchedKind("Job", "batch", "v1", "jobs", ("CREATE", "UPDATE")),
-    "Pod": MatchedKind("Pod", "", "v1", "pods", ("CREATE",)),
+_MATCHED = {
+    "JobSet": MatchedKind("jobset.x-k8s.io", "v1alpha2", "jobsets", ("CREATE", "UPDATE")),
+    "Job": MatchedKind("batch", "v1", "jobs", ("CREATE", "UPDATE")),
+    "Pod": MatchedKind("", "v1", "pods", ("CREATE",)),
 }
+# ADMISSION_KINDS (the rule layer's) decides which policies exist; a kind without an entry fails at import.
+MATCHED_KINDS = {kind: _MATCHED[kind] for kind in ADMISSION_KINDS}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from .base import (
     PictureRule,
     as_number,
     cel_list,
+    cel_string,
     dig,
     items,
     mapping,
@@ -32,6 +33,8 @@ from .tpu_workloads import FAMILY, KUEUE_PRIORITY_LABEL, is_tpu_workload
 UNCOUNTED_ACTIONS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
 """Failure-policy actions that restart without spending ``maxRestarts``."""
 
+NO_FAILURE_POLICY = "it has no spec.failurePolicy, so its first failed Job fails it"
+NO_RESTART_BUDGET = "its spec.failurePolicy.maxRestarts is 0 and no rule leaves infrastructure failures uncounted"
 FIX = (
     "set spec.failurePolicy.maxRestarts to at least 1, or add a failurePolicy rule with action "
     "RestartJobSetAndIgnoreMaxRestarts for infrastructure failures (onJobFailureReasons: [PodFailurePolicy], with "
@@ -58,13 +61,13 @@ def restart_problem(jobset: KubeObject) -> str | None:
     """Why the JobSet cannot survive one infrastructure restart, or None when it can."""
     policy = dig(jobset.manifest, "spec", "failurePolicy")
     if policy is None:
-        return "it has no spec.failurePolicy, so its first failed Job fails it"
+        return NO_FAILURE_POLICY
     max_restarts = as_number(dig(policy, "maxRestarts"))
     if max_restarts is not None and max_restarts > 0:
         return None
     if any(mapping(rule).get("action") in UNCOUNTED_ACTIONS for rule in items(dig(policy, "rules"))):
         return None
-    return "its spec.failurePolicy.maxRestarts is 0 and no rule leaves infrastructure failures uncounted"
+    return NO_RESTART_BUDGET
 
 
 def check_restartable(objects: Sequence[KubeObject], cfg: Config) -> Iterator[Finding]:
@@ -99,9 +102,8 @@ def restartable_cel(context: AdmissionContext) -> list[CelValidation]:
             ),
             message_expression=(
                 "'TPU ' + variables.ref + ' is in tier \\'' + variables.priority + '\\', which hotswap protects by "
-                "restarting it on healthy slices, but ' + (has(object.spec.failurePolicy) ? 'its "
-                "spec.failurePolicy.maxRestarts is 0 and no rule leaves infrastructure failures uncounted' : 'it has "
-                f"no spec.failurePolicy, so its first failed Job fails it') + '; {FIX}.'"
+                "restarting it on healthy slices, but ' + (has(object.spec.failurePolicy) ? "
+                f"{cel_string(NO_RESTART_BUDGET)} : {cel_string(NO_FAILURE_POLICY)}) + '; {FIX}.'"
             ),
             kinds=frozenset({"JobSet"}),
         )

@@ -451,3 +451,9 @@ def test_verdicts_are_on_the_defaulted_object() -> None:
     assert admit(single).rules == cli_rules(single) == set()
     multi = edit(job("4x4", "4", 4), lambda o: (o["spec"].pop("parallelism"), o["spec"].pop("completions")))
     assert admit(multi).rules == cli_rules(multi) == {"tpu-workload-fits-v6e-shape"}
+    # The Priority plugin names the global default class on a pod that names none, before the policy runs.
+    no_class = edit(pod(), lambda o: o["spec"].pop("priorityClassName"))
+    assert admit(no_class).rules == {"tpu-workload-priority-label-matches-pods"}
+    global_default = {**PLATFORM[0], "globalDefault": True}
+    assert global_default["metadata"]["name"] == "training-high"
+    assert evaluate(POLICIES, BINDINGS, no_class, priority_classes=[global_default]).rules == set()

@@ -65,6 +65,7 @@ _EPOCH = datetime.fromtimestamp(0).astimezone()
 _DEFAULT_CONTROLLERS = (None, "", DEFAULT_JOBSET_CONTROLLER)
 _NO_POOLS: frozenset[str] = frozenset()
 _TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+_FINE = (SliceHealth.HEALTHY, SliceHealth.RECOVERING)
 _NAME = attrgetter("name")
 _OWNER = attrgetter("owner_jobset_uid")
 
@@ -273,7 +274,10 @@ class World:
     """The units whose Workload has annotations, in `units` order: every held victim, preemptor of a recorded
     op and released Workload is one (rules about those walk this, not the whole fleet)."""
     with_pods: list[Unit] = field(default_factory=list)
-    """The units with live or recently departed pods, in `units` order: the only ones with infra evidence."""
+    """The units with live or recently departed pods, in `units` order."""
+    suspects: list[Unit] = field(default_factory=list)
+    """The units with a departed pod or a pod on a slice that is not Healthy or Recovering (or on no known
+    slice), in `units` order: no other unit can have infra evidence (`infra_evidence`)."""
 
     def slice_of_pod(self, pod: Pod) -> str | None:
         if pod.node_name is None:
@@ -428,6 +432,10 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     occupied_by: dict[Unit, set[str]] = {}
     max_pod_priority: dict[str, int] = {}
     waiting: dict[Unit, None] = {}  # units with a pod not bound to a node, in pod order
+    # Units with a pod on a node of no slice, or of one that is not Healthy or Recovering: only these (and units
+    # with departed pods) can have infra evidence, since `confirm_failures` only turns Suspect into Unhealthy.
+    fine = {name for name, found in slices.items() if found.health in _FINE}
+    exposed: set[Unit] = set()
     for pod in snapshot.pods:
         pod_namespace = pod.namespace
         if pod_namespace != last_namespace:
@@ -451,10 +459,10 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
                 continue
         elif node_name is None:
             continue
-        if pod.phase in _TERMINAL:
-            continue
         pool = node_pool_of.get(node_name) or pod.node_pool
-        if pool is None:
+        if pool not in fine and owner is not None:
+            exposed.add(owner)
+        if pool is None or pod.phase in _TERMINAL:
             continue
         # Pods of JobSets outside our view still occupy the slice: a token that is never a victim.
         occupant = owner.uid if owner is not None else f"foreign:{pod_namespace}/{pod.jobset_name}"
@@ -502,6 +510,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
 
     unbound = {unit.uid: since for unit in waiting if (since := unbound_since(unit)) is not None}
     with_pods = [u for u in units.values() if u.live_pods or u.departed]
+    suspects = [u for u in with_pods if u.departed or u in exposed] if exposed or departed_of else []
 
     failures = _workload_failures(slices, with_pods, node_pool_of)
     if failures:
@@ -540,6 +549,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         running=running,
         annotated=annotated,
         with_pods=with_pods,
+        suspects=suspects,
     )
 
 

@@ -57,11 +57,8 @@ def _preemptor_refusal(world: World, unit: Unit) -> str | None:
 
 def free_slices(world: World, ledger: Ledger) -> list[str]:
     """Usable slices with no occupant and no reservation, by name."""
-    return [
-        name
-        for name, found in world.slices.items()
-        if found.usable and not world.occupants.get(name) and name not in ledger.reserved
-    ]
+    reserved = ledger.reserved
+    return [name for name in world.idle if name not in reserved]
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,10 @@ _DEFAULT_CONTROLLERS = (None, "", DEFAULT_JOBSET_CONTROLLER)
 _NO_POOLS: frozenset[str] = frozenset()
 _TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 _FINE = (SliceHealth.HEALTHY, SliceHealth.RECOVERING)
+_UNPARSED = datetime.min
+_previous: dict[str, Slice] = {}
+"""The fine slices of the last pass by name, reused when a slice is classified exactly the same again (see
+`_fine`). Slices are immutable, so a reused one is indistinguishable from a new one of the same values."""
 _NAME = attrgetter("name")
 _OWNER = attrgetter("owner_jobset_uid")
 
@@ -173,9 +177,12 @@ class Unit:
         """TPU chips the JobSet runs on (a slice of unknown size counts as one chip)."""
         chips = self._chips
         if chips is None:
+            # Summed per replicated job instead of per shape of `demand`: the same total, without the mapping.
             chips = 0
-            for shape, count in self.demand.items():
-                chips += _slice_chips(shape.topology) * count
+            for rj in self.jobset.replicated_jobs:
+                shape = rj.shape
+                if shape is not None and rj.replicas > 0:
+                    chips += _slice_chips(shape.topology) * rj.replicas
             self._chips = chips
         return chips
 
@@ -278,6 +285,8 @@ class World:
     suspects: list[Unit] = field(default_factory=list)
     """The units with a departed pod or a pod on a slice that is not Healthy or Recovering (or on no known
     slice), in `units` order: no other unit can have infra evidence (`infra_evidence`)."""
+    idle: list[str] = field(default_factory=list)
+    """Usable slices without an occupant, by name (`free_slices` less this pass's reservations)."""
 
     def slice_of_pod(self, pod: Pod) -> str | None:
         if pod.node_name is None:
@@ -306,9 +315,11 @@ class World:
 
     def protected(self, unit: Unit) -> bool:
         key = self.keys.protect
-        return is_true(unit.jobset.annotations, key) or (
-            unit.workload is not None and is_true(unit.workload.annotations, key)
-        )
+        annotations = unit.jobset.annotations
+        if key in annotations and is_true(annotations, key):
+            return True
+        wl = unit.workload
+        return wl is not None and key in wl.annotations and is_true(wl.annotations, key)
 
 
 def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
@@ -383,6 +394,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     last_namespace: str | None = None
     workload_of = workload_by_owner.get
     queue_of = queues.get
+    checkpoints: dict[str, datetime | None] = {}  # `parse_time` per distinct annotation value
     created = 0
     for js in snapshot.jobsets:
         namespace = js.namespace
@@ -411,7 +423,11 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
                 running.append(unit)
         if js.annotations:
             checkpoint = js.annotations.get(checkpoint_key)
-            unit.checkpoint = parse_time(checkpoint) if checkpoint else None
+            if checkpoint:
+                parsed = checkpoints.get(checkpoint, _UNPARSED)
+                if parsed is _UNPARSED:
+                    parsed = checkpoints[checkpoint] = parse_time(checkpoint)
+                unit.checkpoint = parsed
         if (wl is None or not unit.movable) and any(rj.shape is not None for rj in js.replicated_jobs):
             excluded.setdefault(_unit_exclusion(unit), []).append(unit.key)
         units[js.uid] = unit
@@ -550,10 +566,26 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         annotated=annotated,
         with_pods=with_pods,
         suspects=suspects,
+        idle=[name for name, found in slices.items() if found.health is SliceHealth.HEALTHY and name not in occupants],
     )
 
 
 _ShapeKey = tuple[str | None, str | None, str]
+
+
+def _same_time(a: datetime | None, b: datetime | None) -> bool:
+    """Indistinguishable instants: equal fields, fold and type, and the same tzinfo (`==` alone is true for one
+    instant in two zones, and ignores fold within one)."""
+    if a is b:
+        return True
+    return (
+        a is not None
+        and b is not None
+        and a == b
+        and a.tzinfo is b.tzinfo
+        and a.fold == b.fold
+        and type(a) is type(b)
+    )
 
 
 def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapConfig) -> dict[str, Slice]:
@@ -564,10 +596,13 @@ def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapCo
     its chips, so they are taken from the first slice `classify_slice` classified with those labels. Any other
     slice is classified by `classify_slice` itself.
     """
+    global _previous
     grace, stabilization = config.unhealthy_grace, config.recovery_stabilization
     tolerated = frozenset(config.tolerated_taint_keys)
     shapes: dict[_ShapeKey, tuple[SliceShape, int | None] | None] = {}
     slices: dict[str, Slice] = {}
+    previous, _previous = _previous, {}
+    reused = _previous
     for name in sorted(groups):
         members = groups[name]
         first = members[0]
@@ -578,7 +613,9 @@ def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapCo
             labels = (first.accelerator, first.topology, machine)
             known = shapes.get(labels)
             if known is not None:
-                found = _fine(name, members, known[0], known[1], now, stabilization, tolerated)
+                found = _fine(name, members, known[0], known[1], now, stabilization, tolerated, previous.get(name))
+                if found is not None:
+                    reused[name] = found
         if found is None:
             found = classify_slice(name, members, now, grace, stabilization, tolerated)
             if labels is not None and labels not in shapes:
@@ -597,8 +634,10 @@ def _fine(
     now: datetime,
     stabilization: timedelta,
     tolerated: frozenset[str],
+    before: Slice | None,
 ) -> Slice | None:
-    """`classify_slice` of a slice whose hosts are all there and fine (else None): Healthy or Recovering."""
+    """`classify_slice` of a slice whose hosts are all there and fine (else None): Healthy or Recovering; the
+    slice of that name from the last pass, `before`, when every field is the same."""
     if expected is not None and len(members) < expected:
         return None
     latest: datetime | None = None
@@ -615,9 +654,19 @@ def _fine(
         if moment is not None and (latest is None or moment > latest):
             latest = moment
     names = tuple(sorted([n.name for n in members]))
-    if latest is not None and now - latest < stabilization:
-        return Slice(name, shape, expected, names, SliceHealth.RECOVERING, latest)
-    return Slice(name, shape, expected, names, SliceHealth.HEALTHY, latest)
+    health = SliceHealth.RECOVERING if latest is not None and now - latest < stabilization else SliceHealth.HEALTHY
+    if (
+        before is not None
+        and before.health is health
+        and _same_time(before.since, latest)
+        and before.node_names == names
+        and (before.shape is shape or before.shape == shape)
+        and before.expected_hosts == expected
+        and before.unreachable_since is None
+        and before.name == name
+    ):
+        return before
+    return Slice(name, shape, expected, names, health, latest)
 
 
 def exclusive_per_slice(js: JobSet) -> bool:

@@ -178,14 +178,11 @@ class VictimIndex:
         found = self._ranked.get(key)
         if found is None:
             world, now, disrupted, claimed = self._world, self._world.now, self._disrupted, self._claimed
-            ranked = sorted(
-                (
-                    (victim_order(u, now), u)
-                    for u in self._members[key]
-                    if why_not_victim(world, u, disrupted, claimed) is None
-                ),
-                key=_order,
-            )
+            ranked = []
+            for unit in self._members[key]:
+                if why_not_victim(world, unit, disrupted, claimed) is None:
+                    ranked.append((victim_order(unit, now), unit))
+            ranked.sort(key=_order)
             found = self._ranked[key] = (ranked, _level_rest(ranked))
         return found
 

@@ -215,9 +215,11 @@ class Unit:
         """Last (re)admission: how much progress an eviction would throw away."""
         wl = self.workload
         if wl is not None:
-            admitted = find_condition(wl.conditions, "Admitted")
-            if admitted is not None and admitted.last_transition_time is not None:
-                return admitted.last_transition_time
+            for condition in wl.conditions:  # find_condition(wl.conditions, "Admitted"), inline
+                if condition.type == "Admitted":
+                    if condition.last_transition_time is not None:
+                        return condition.last_transition_time
+                    break
             if wl.creation_timestamp is not None:
                 return wl.creation_timestamp
         return self.jobset.creation_timestamp or _EPOCH
@@ -333,8 +335,17 @@ def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
     return base
 
 
+@lru_cache(maxsize=16)
+def annotation_keys(domain: str) -> AnnotationKeys:
+    """`AnnotationKeys(domain)` whose keys are plain attributes: its properties format the key on every access,
+    and the planner reads a few of them once per unit."""
+    keys = AnnotationKeys(domain)
+    fixed = {name: getattr(keys, name) for name, value in vars(AnnotationKeys).items() if isinstance(value, property)}
+    return type("FixedAnnotationKeys", (AnnotationKeys,), fixed)(domain)  # type: ignore[no-any-return]
+
+
 def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> World:
-    keys = AnnotationKeys(config.annotation_domain)
+    keys = annotation_keys(config.annotation_domain)
     held_by_key, op_key, checkpoint_key = keys.held_by, keys.op, keys.last_checkpoint
     boost_enabled = config.priority_boost_enabled
     namespaces = frozenset(config.namespaces)

@@ -59,7 +59,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     _fast_fail(world, ledger)
 
     health = [s.health for s in world.slices.values()]
-    held_now = sum(1 for u in world.units.values() if u.held_by is not None) + len(world.stray_held) + held - released
+    held_now = sum(1 for u in world.annotated if u.held_by is not None) + len(world.stray_held) + held - released
     return Plan(
         now=now,
         actions=tuple(ledger.actions),

@@ -45,12 +45,18 @@ def fresh_admissions(world: World) -> list[Unit]:
     """Units running in Kueue that have not run yet, in victim order: the fence's pool, built once per pass
     (each op then keeps those admitted at or after it started)."""
     found = []
-    for unit in world.units.values():
-        if not unit.running_in_kueue or unit.held_by is not None or unit.op is not None:
+    running = PodPhase.RUNNING
+    for unit in world.running:
+        if unit.held_by is not None or unit.op is not None:
             continue
-        # never_ran first: it rejects the running majority without reading conditions (every pass with a new op).
-        if never_ran(unit) and admitted_at(unit) is not None:
-            found.append(unit)
+        # `never_ran` first, inline: it rejects the running majority without reading conditions (every pass
+        # with a new op).
+        for pod in unit.live_pods:
+            if pod.phase is running:
+                break
+        else:
+            if admitted_at(unit) is not None:
+                found.append(unit)
     return sorted(found, key=lambda u: victim_order(u, world.now))
 
 

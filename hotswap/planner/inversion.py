@@ -163,7 +163,7 @@ def resolve_contested(world: World, ledger: Ledger, inversions: list[Inversion])
     preemptor = inversions[0].preemptor
     if preemptor.workload is None or preemptor.workload.key in ledger.claimed:
         return  # held this pass by a higher op's extension: a victim never becomes a preemptor (I9)
-    reserved_by = {pool: u.uid for u in world.units.values() if u.op is not None for pool in u.op.reserved}
+    reserved_by = {pool: u.uid for u in world.annotated if u.op is not None for pool in u.op.reserved}
     # A slice another op reserves is taken over only from a preemptor sharing it (then held); else it is left.
     pending = [i for i in inversions if i.pool not in reserved_by or reserved_by[i.pool] in i.occupants]
     budget = world.config.max_victims_per_pass - ledger.added

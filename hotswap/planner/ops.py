@@ -139,7 +139,7 @@ def advance_ops(
     in a pass that aborts it.
     """
     held_for: dict[str, list[Unit]] = defaultdict(list)
-    for unit in world.units.values():
+    for unit in world.annotated:  # a held victim's Workload carries our annotations
         if unit.held_by is not None and unit.workload is not None and not unit.workload.active:
             held_for[unit.held_by.uid].append(unit)
     by_workload: dict[str, Unit] | None = None  # built on first need: most passes have no open operation
@@ -147,7 +147,10 @@ def advance_ops(
 
     contested = contested or {}
     # Only units with an op or held victims can have an operation; sorting just those keeps the order cheap.
-    with_ops = [u for u in world.units.values() if u.op is not None or u.uid in held_for]
+    with_ops = [u for u in world.annotated if u.op is not None or u.uid in held_for]
+    if any(uid in world.units and world.units[uid] not in with_ops for uid in held_for):
+        # A preemptor of held victims whose Workload has no annotations (its op record was lost, C3).
+        with_ops = [u for u in world.units.values() if u.op is not None or u.uid in held_for]
     with_ops += [u for uid in contested if (u := world.units[uid]).op is None and uid not in held_for]
     with_ops.sort(key=lambda u: (-u.kueue_priority, -u.pod_priority, u.key))
     # Every victim named by any recorded operation: pods of these on a reserved slice are not intruders.

@@ -31,12 +31,13 @@ class Blocked:
 
 
 def disrupted_units(world: World) -> dict[str, Disruption]:
-    """Infra evidence for every JobSet (preemptor trigger I8, and victim exclusion I9)."""
+    """Infra evidence for every JobSet (preemptor trigger I8, and victim exclusion I9): only `World.suspects`
+    can have some."""
     found: dict[str, Disruption] = {}
-    for uid, unit in world.units.items():
+    for unit in world.suspects:
         evidence = infra_evidence(world, unit)
         if evidence is not None:
-            found[uid] = evidence
+            found[unit.uid] = evidence
     return found
 
 
@@ -56,11 +57,8 @@ def _preemptor_refusal(world: World, unit: Unit) -> str | None:
 
 def free_slices(world: World, ledger: Ledger) -> list[str]:
     """Usable slices with no occupant and no reservation, by name."""
-    return [
-        name
-        for name, found in world.slices.items()
-        if found.usable and not world.occupants.get(name) and name not in ledger.reserved
-    ]
+    reserved = ledger.reserved
+    return [name for name in world.idle if name not in reserved]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +205,7 @@ def plan_preemptions(
         if fresh is None:
             fresh = fresh_admissions(world)
             held_for = {}
-            for unit in world.units.values():
+            for unit in world.annotated:
                 if unit.held_by is not None:
                     held_for.setdefault(unit.held_by.uid, []).append(unit)
         taken_keys = ledger.claimed | set(op.victims)

@@ -119,9 +119,8 @@ def reclaim_exposed(world: World) -> Callable[[Unit], Unit | None]:
     borrowers = sorted(
         (
             u
-            for u in world.units.values()
-            if u.running_in_kueue
-            and (q := u.cluster_queue) is not None
+            for u in world.running
+            if (q := u.cluster_queue) is not None
             and q.borrowing
             and q.cohort_name in any_queues
             and any_queues[q.cohort_name] - {q.name}
@@ -152,7 +151,7 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
     waiting: list[tuple[Unit, bool, datetime]] = []
     exposed = reclaim_exposed(world)
     held = sorted(
-        (u for u in world.units.values() if u.held_by is not None and u.workload is not None),
+        (u for u in world.annotated if u.held_by is not None and u.workload is not None),
         key=lambda u: u.key,
     )
     for victim in held:
@@ -179,7 +178,7 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
         waiting.append((victim, gone, since))
 
     free = free_slices(world, ledger)
-    for needs in [*(b.needs for b in blocked), *_settling(world, world.units.values())]:
+    for needs in [*(b.needs for b in blocked), *_settling(world, world.annotated)]:
         _book(world, free, needs)
     waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
     for victim, gone, _since in waiting:

@@ -122,31 +122,38 @@ def candidate_pools(world: World, victim: Unit, shape: SliceShape, reserved: Abs
 
 
 class VictimIndex:
-    """This pass's possible victims, ranked once by `victim_order` and grouped by `scope_group`.
+    """This pass's possible victims, grouped by `scope_group` and Kueue priority level, each level ranked by
+    `victim_order` when a preemptor first walks into it.
 
-    A preemptor walks only its own group, lowest priority first, and only as far as `choose_victims` needs;
-    each victim's usable slices per shape are computed once and shared by every preemptor.
+    A preemptor walks only its own group, lowest priority first, and only as far as `choose_victims` needs, so
+    the levels above the covering one are never ranked; each victim's usable slices per shape are computed once
+    and shared by every preemptor. Walking the levels in order, each ranked, is walking the whole group ranked
+    once: `victim_order` starts with the Kueue priority.
     """
 
-    __slots__ = ("_by_scope", "_gone", "_rest", "_usable", "_world")
+    __slots__ = ("_claimed", "_disrupted", "_gone", "_levels", "_members", "_ranked", "_usable", "_world")
 
-    def __init__(self, world: World, disrupted: set[str], claimed: set[str]) -> None:
+    def __init__(self, world: World, disrupted: AbstractSet[str], claimed: AbstractSet[str]) -> None:
         self._world = world
-        ranked = sorted(
-            (
-                (victim_order(u, world.now), u)
-                for u in world.units.values()
-                # running_in_kueue first: the cheap test that rules out most (queued) units
-                if u.running_in_kueue and why_not_victim(world, u, disrupted, claimed) is None
-            ),
-            key=lambda ou: ou[0],
-        )
-        self._by_scope: dict[ScopeGroup, list[tuple[VictimOrder, Unit]]] = {}
-        for order, victim in ranked:
-            group = scope_group(world, victim)
-            if group is not None:
-                self._by_scope.setdefault(group, []).append((order, victim))
-        self._rest = {group: _level_rest(ranked) for group, ranked in self._by_scope.items()}
+        # What `why_not_victim` sees when a level is ranked: these sets as they are now (the caller's grow).
+        self._disrupted = frozenset(disrupted)
+        self._claimed = frozenset(claimed)
+        members: dict[tuple[ScopeGroup, int], list[Unit]] = {}
+        levels: dict[ScopeGroup, set[int]] = {}
+        for unit in world.running:
+            group = scope_group(world, unit)
+            if group is None:
+                continue
+            level = (group, unit.kueue_priority)
+            found = members.get(level)
+            if found is None:
+                members[level] = [unit]
+                levels.setdefault(group, set()).add(unit.kueue_priority)
+            else:
+                found.append(unit)
+        self._members = members
+        self._levels = {group: sorted(priorities) for group, priorities in levels.items()}
+        self._ranked: dict[tuple[ScopeGroup, int], tuple[list[tuple[VictimOrder, Unit]], list[int]]] = {}
         self._usable: dict[tuple[str, SliceShape], frozenset[str]] = {}
         self._gone: set[str] = set()
 
@@ -160,10 +167,24 @@ class VictimIndex:
         """Lazily, in victim order: the preemptor's in-scope lower-priority victims, except `chosen` uids, that
         occupy usable `shape` slices not in `excluded`."""
         group = scope_group(self._world, preemptor)
-        if group is None:
-            return Candidates(self, preemptor, shape, chosen, excluded, [], [])
-        ranked, rest = self._by_scope.get(group, []), self._rest.get(group, [])
-        return Candidates(self, preemptor, shape, chosen, excluded, ranked, rest)
+        below: list[int] = []
+        if group is not None:
+            below = [p for p in self._levels.get(group, ()) if p < preemptor.kueue_priority]
+        return Candidates(self, preemptor, shape, chosen, excluded, group, below)
+
+    def level(self, group: ScopeGroup, priority: int) -> tuple[list[tuple[VictimOrder, Unit]], list[int]]:
+        """The level's possible victims in victim order, and `_level_rest` of them (ranked on first use)."""
+        key = (group, priority)
+        found = self._ranked.get(key)
+        if found is None:
+            world, now, disrupted, claimed = self._world, self._world.now, self._disrupted, self._claimed
+            ranked = []
+            for unit in self._members[key]:
+                if why_not_victim(world, unit, disrupted, claimed) is None:
+                    ranked.append((victim_order(unit, now), unit))
+            ranked.sort(key=_order)
+            found = self._ranked[key] = (ranked, _level_rest(ranked))
+        return found
 
     def _usable_pools(self, victim: Unit, shape: SliceShape) -> frozenset[str]:
         key = (victim.uid, shape)
@@ -171,6 +192,10 @@ class VictimIndex:
         if pools is None:
             pools = self._usable[key] = candidate_pools(self._world, victim, shape, _NOBODY)
         return pools
+
+
+def _order(ranked: tuple[VictimOrder, Unit]) -> VictimOrder:
+    return ranked[0]
 
 
 def _level_rest(ranked: list[tuple[VictimOrder, Unit]]) -> list[int]:
@@ -190,7 +215,19 @@ class Candidates:
     """`VictimIndex.candidates` as an iterator that can also bound what it has not yielded yet (`level_bound`),
     so `choose_victims` can stop walking a priority level once nothing further in it could change its choice."""
 
-    __slots__ = ("_chosen", "_excluded", "_index", "_level", "_pos", "_preemptor", "_ranked", "_rest", "_shape")
+    __slots__ = (
+        "_below",
+        "_chosen",
+        "_excluded",
+        "_group",
+        "_index",
+        "_level",
+        "_pos",
+        "_preemptor",
+        "_ranked",
+        "_rest",
+        "_shape",
+    )
 
     def __init__(
         self,
@@ -199,12 +236,16 @@ class Candidates:
         shape: SliceShape,
         chosen: AbstractSet[str],
         excluded: AbstractSet[str],
-        ranked: list[tuple[VictimOrder, Unit]],
-        rest: list[int],
+        group: ScopeGroup | None,
+        below: list[int],
     ) -> None:
         self._index, self._preemptor, self._shape = index, preemptor, shape
         self._chosen, self._excluded = chosen, excluded
-        self._ranked, self._rest = ranked, rest
+        self._group = group
+        # The group's Kueue priority levels strictly below the preemptor's not entered yet, the lowest last.
+        self._below = below[::-1]
+        self._ranked: list[tuple[VictimOrder, Unit]] = []
+        self._rest: list[int] = []
         self._pos = 0
         self._level: int | None = None
 
@@ -212,23 +253,25 @@ class Candidates:
         return self
 
     def __next__(self) -> Candidate:
-        ranked, preemptor, index = self._ranked, self._preemptor, self._index
+        preemptor, index = self._preemptor, self._index
         gone, chosen, excluded = index._gone, self._chosen, self._excluded
-        while self._pos < len(ranked):
-            order, victim = ranked[self._pos]
-            self._pos += 1
-            if victim.kueue_priority >= preemptor.kueue_priority:
-                self._pos = len(ranked)  # ranked by Kueue priority first: no later victim is lower
-                break
-            if victim.uid in gone or victim.uid in chosen or not lower_priority(preemptor, victim):
-                continue
-            pools = index._usable_pools(victim, self._shape)
-            if pools and not pools.isdisjoint(excluded):
-                pools = pools - excluded
-            if pools:
-                self._level = victim.kueue_priority
-                return Candidate(victim, pools, order)
-        raise StopIteration
+        while True:
+            ranked = self._ranked
+            while self._pos < len(ranked):
+                order, victim = ranked[self._pos]
+                self._pos += 1
+                if victim.uid in gone or victim.uid in chosen or not lower_priority(preemptor, victim):
+                    continue
+                pools = index._usable_pools(victim, self._shape)
+                if pools and not pools.isdisjoint(excluded):
+                    pools = pools - excluded
+                if pools:
+                    self._level = victim.kueue_priority
+                    return Candidate(victim, pools, order)
+            if not self._below or self._group is None:
+                raise StopIteration
+            self._ranked, self._rest = index.level(self._group, self._below.pop())
+            self._pos = 0
 
     def level_bound(self) -> int:
         """An upper bound on `len(pools)` of every candidate still to come at the last yielded one's level."""

@@ -38,9 +38,10 @@ def _deadlines(world: World) -> Iterator[datetime]:
             occupants = (world.units.get(uid) for uid in world.occupants.get(found.name, ()))
             if any(u is not None and is_true(u.jobset.annotations, fast_fail_key) for u in occupants):
                 yield found.unreachable_since + config.fast_fail.after  # B.6.3
-    for unit in world.units.values():
+    for unit in world.with_pods:
         for gone in unit.departed:
             yield gone.gone_at + config.attribution_window  # B.3 (a): the evidence expires
+    for unit in world.annotated:  # every rule below reads the Workload's annotations
         wl = unit.workload
         if wl is None or not wl.annotations:
             continue

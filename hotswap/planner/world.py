@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import lru_cache
+from operator import attrgetter
 
 from hotswap.annotations import (
     HOSTNAME_LABEL,
@@ -30,6 +32,7 @@ from hotswap.model import (
     Pod,
     PodPhase,
     SliceShape,
+    TaintEffect,
     Workload,
     find_condition,
 )
@@ -38,7 +41,8 @@ from hotswap.slices import (
     UNREACHABLE_TAINT,
     Slice,
     SliceHealth,
-    classify_groups,
+    chips_per_host,
+    classify_slice,
     confirm_failures,
     expected_host_count,
     slice_key,
@@ -58,14 +62,32 @@ OTHER_CONTROLLER = "TPU JobSet managed by another controller: never a preemptor 
 NO_OWNER = "Workload without an owner JobSet uid: not attributed to any JobSet"
 NOT_ADMITTED = "JobSet with pods on slices but its Workload not Admitted: never a preemptor or victim"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
+_DEFAULT_CONTROLLERS = (None, "", DEFAULT_JOBSET_CONTROLLER)
+_NO_POOLS: frozenset[str] = frozenset()
+_TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+_FINE = (SliceHealth.HEALTHY, SliceHealth.RECOVERING)
+_UNPARSED = datetime.min
+_previous: dict[str, Slice] = {}
+"""The fine slices of the last pass by name, reused when a slice is classified exactly the same again (see
+`_fine`). Slices are immutable, so a reused one is indistinguishable from a new one of the same values."""
+_NAME = attrgetter("name")
+_OWNER = attrgetter("owner_jobset_uid")
 
 
-@dataclass(slots=True, eq=False)
+@lru_cache(maxsize=256)
+def _slice_chips(topology: str) -> int:
+    """`SliceShape.chips` of a topology, 1 when unknown: a fleet has few distinct topologies."""
+    return SliceShape("", topology).chips or 1
+
+
+@dataclass(slots=True, eq=False, init=False)
 class Unit:
     """A JobSet with its Kueue Workload: the unit that is disrupted, preempts, or is held.
 
     `jobset` and `workload` never change after construction, so what is derived from them alone (identity,
-    Kueue state, movability) is computed once here instead of on every access in the planner's loops.
+    Kueue state, movability) is computed once here instead of on every access in the planner's loops. A large
+    fleet is mostly queued JobSets that no rule looks at beyond that, so construction does only what every unit
+    needs (positional, no per-unit key string: `key` is built on first use).
     """
 
     jobset: JobSet
@@ -75,41 +97,69 @@ class Unit:
     cluster_queue: ClusterQueue | None
     # Read-only views, shared empty defaults: most JobSets of a large fleet are queued and have no pods, and
     # not allocating containers for them keeps a pass's garbage-collector work small.
-    live_pods: Sequence[Pod] = ()
-    departed: Sequence[DepartedPod] = ()
-    occupied: AbstractSet[str] = frozenset()
+    live_pods: Sequence[Pod]
+    departed: Sequence[DepartedPod]
+    occupied: AbstractSet[str]
     """Slices (pools) holding at least one non-terminal pod of this JobSet, any attempt."""
-    held_by: HeldBy | None = None
-    op: OpRecord | None = None
-    checkpoint: datetime | None = None
+    held_by: HeldBy | None
+    op: OpRecord | None
+    checkpoint: datetime | None
     """The JobSet's `last-checkpoint` annotation, when the training code publishes one."""
-    key: str = field(init=False)
-    """`namespace/name` of the JobSet."""
-    uid: str = field(init=False)
+    uid: str
     """uid of the JobSet."""
-    running_in_kueue: bool = field(init=False)
+    running_in_kueue: bool
     """Admitted, active and not being evicted or finished; the JobSet is live."""
-    movable: bool = field(init=False)
+    movable: bool
     """Default-strategy exclusive placement per node pool, default controller (B.3, B15)."""
-    _demand: Mapping[SliceShape, int] | None = field(default=None, init=False, repr=False)
-    _chips: int | None = field(default=None, init=False, repr=False)
+    _key: str | None = field(repr=False)
+    _demand: Mapping[SliceShape, int] | None = field(repr=False)
+    _chips: int | None = field(repr=False)
 
-    def __post_init__(self) -> None:
-        js, wl = self.jobset, self.workload
-        self.key = f"{js.namespace}/{js.name}"  # JobSet.key, without a property call per unit
-        self.uid = js.uid
+    def __init__(
+        self,
+        jobset: JobSet,
+        workload: Workload | None,
+        kueue_priority: int,
+        pod_priority: int,
+        cluster_queue: ClusterQueue | None,
+    ) -> None:
+        self.jobset = jobset
+        self.workload = workload
+        self.kueue_priority = kueue_priority
+        self.pod_priority = pod_priority
+        self.cluster_queue = cluster_queue
+        self.live_pods = ()
+        self.departed = ()
+        self.occupied = _NO_POOLS
+        self.held_by = None
+        self.op = None
+        self.checkpoint = None
+        self.uid = jobset.uid
+        self._key = None
+        self._demand = None
+        self._chips = None
         self.running_in_kueue = (
-            wl is not None
-            and wl.active
-            and not js.suspended
-            and js.terminal_state is None
-            and _admitted_and_live(wl.conditions)
+            workload is not None
+            and workload.active
+            and not jobset.suspended
+            and jobset.terminal_state is None
+            and _admitted_and_live(workload.conditions)
         )
+        topology = jobset.exclusive_topology
         self.movable = (
-            exclusive_per_slice(js)
-            and not js.node_selector_strategy
-            and js.managed_by in (None, "", DEFAULT_JOBSET_CONTROLLER)
+            (topology == NODEPOOL_LABEL or (topology == HOSTNAME_LABEL and exclusive_per_slice(jobset)))
+            and not jobset.node_selector_strategy
+            and jobset.managed_by in _DEFAULT_CONTROLLERS
         )
+
+    @property
+    def key(self) -> str:
+        """`namespace/name` of the JobSet (JobSet.key, built once, on first use)."""
+        key = self._key
+        if key is None:
+            js = self.jobset
+            key = self._key = f"{js.namespace}/{js.name}"
+        return key
 
     @property
     def demand(self) -> Mapping[SliceShape, int]:
@@ -125,9 +175,16 @@ class Unit:
     @property
     def chips(self) -> int:
         """TPU chips the JobSet runs on (a slice of unknown size counts as one chip)."""
-        if self._chips is None:
-            self._chips = sum((shape.chips or 1) * count for shape, count in self.demand.items())
-        return self._chips
+        chips = self._chips
+        if chips is None:
+            # Summed per replicated job instead of per shape of `demand`: the same total, without the mapping.
+            chips = 0
+            for rj in self.jobset.replicated_jobs:
+                shape = rj.shape
+                if shape is not None and rj.replicas > 0:
+                    chips += _slice_chips(shape.topology) * rj.replicas
+            self._chips = chips
+        return chips
 
     def progress_at_risk_s(self, now: datetime) -> float:
         """Seconds of training an eviction now would throw away, at most: since the last checkpoint, or since the
@@ -158,28 +215,37 @@ class Unit:
         """Last (re)admission: how much progress an eviction would throw away."""
         wl = self.workload
         if wl is not None:
-            admitted = find_condition(wl.conditions, "Admitted")
-            if admitted is not None and admitted.last_transition_time is not None:
-                return admitted.last_transition_time
+            for condition in wl.conditions:  # find_condition(wl.conditions, "Admitted"), inline
+                if condition.type == "Admitted":
+                    if condition.last_transition_time is not None:
+                        return condition.last_transition_time
+                    break
             if wl.creation_timestamp is not None:
                 return wl.creation_timestamp
         return self.jobset.creation_timestamp or _EPOCH
 
 
 def _admitted_and_live(conditions: tuple[Condition, ...]) -> bool:
-    """`Workload.admitted and not evicted and not finished` in one walk (the first condition of a type counts)."""
-    admitted = evicted = finished = None
+    """`Workload.admitted and not evicted and not finished` in one walk (the first condition of a type counts),
+    stopping at the first condition that decides it (a queued Workload's Admitted=False)."""
+    admitted = evicted = finished = False  # seen yet
     for condition in conditions:
         kind = condition.type
         if kind == "Admitted":
-            if admitted is None:
-                admitted = condition.status is ConditionStatus.TRUE
+            if not admitted:
+                if condition.status is not ConditionStatus.TRUE:
+                    return False
+                admitted = True
         elif kind == "Evicted":
-            if evicted is None:
-                evicted = condition.status is ConditionStatus.TRUE
-        elif kind == "Finished" and finished is None:
-            finished = condition.status is ConditionStatus.TRUE
-    return admitted is True and not evicted and not finished
+            if not evicted:
+                if condition.status is ConditionStatus.TRUE:
+                    return False
+                evicted = True
+        elif kind == "Finished" and not finished:
+            if condition.status is ConditionStatus.TRUE:
+                return False
+            finished = True
+    return admitted
 
 
 @dataclass(slots=True)
@@ -211,6 +277,18 @@ class World:
     unbound: dict[str, datetime] = field(default_factory=dict)
     """JobSet uid → since when its current attempt has had a pod without a node, for JobSets running in Kueue
     (see `unbound_since`): how long they have waited for slices (starvation)."""
+    running: list[Unit] = field(default_factory=list)
+    """The units running in Kueue, in `units` order: the only possible victims, fresh admissions, borrowers."""
+    annotated: list[Unit] = field(default_factory=list)
+    """The units whose Workload has annotations, in `units` order: every held victim, preemptor of a recorded
+    op and released Workload is one (rules about those walk this, not the whole fleet)."""
+    with_pods: list[Unit] = field(default_factory=list)
+    """The units with live or recently departed pods, in `units` order."""
+    suspects: list[Unit] = field(default_factory=list)
+    """The units with a departed pod or a pod on a slice that is not Healthy or Recovering (or on no known
+    slice), in `units` order: no other unit can have infra evidence (`infra_evidence`)."""
+    idle: list[str] = field(default_factory=list)
+    """Usable slices without an occupant, by name (`free_slices` less this pass's reservations)."""
 
     def slice_of_pod(self, pod: Pod) -> str | None:
         if pod.node_name is None:
@@ -239,9 +317,11 @@ class World:
 
     def protected(self, unit: Unit) -> bool:
         key = self.keys.protect
-        return is_true(unit.jobset.annotations, key) or (
-            unit.workload is not None and is_true(unit.workload.annotations, key)
-        )
+        annotations = unit.jobset.annotations
+        if key in annotations and is_true(annotations, key):
+            return True
+        wl = unit.workload
+        return wl is not None and key in wl.annotations and is_true(wl.annotations, key)
 
 
 def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
@@ -255,87 +335,141 @@ def _kueue_priority(wl: Workload | None, boost_enabled: bool) -> int:
     return base
 
 
+@lru_cache(maxsize=16)
+def annotation_keys(domain: str) -> AnnotationKeys:
+    """`AnnotationKeys(domain)` whose keys are plain attributes: its properties format the key on every access,
+    and the planner reads a few of them once per unit."""
+    keys = AnnotationKeys(domain)
+    fixed = {name: getattr(keys, name) for name, value in vars(AnnotationKeys).items() if isinstance(value, property)}
+    return type("FixedAnnotationKeys", (AnnotationKeys,), fixed)(domain)  # type: ignore[no-any-return]
+
+
 def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> World:
-    keys = AnnotationKeys(config.annotation_domain)
+    keys = annotation_keys(config.annotation_domain)
     held_by_key, op_key, checkpoint_key = keys.held_by, keys.op, keys.last_checkpoint
     boost_enabled = config.priority_boost_enabled
     namespaces = frozenset(config.namespaces)
 
     # One pass gives both the slices' members and each node's slice (`slice_key`): the pool for multi-host
-    # slices, pool/node for single-host ones, the bare pool for nodes without TPU labels.
+    # slices, pool/node for single-host ones, the bare pool for nodes without TPU labels. Whether a node is
+    # single-host depends on its labels alone, and a fleet has few distinct ones: `slice_key` runs once each.
     groups: dict[str, list[Node]] = {}
     node_pool_of: dict[str, str] = {}
     excluded: dict[str, list[str]] = {}
+    single_host: dict[tuple[str, str | None, int | None], bool] = {}
     for node in snapshot.nodes:
-        key = slice_key(node)
-        if key is None and (node.tpu_chips or (node.machine_type or "").startswith("ct")):
-            excluded.setdefault(NODE_WITHOUT_TPU_LABELS, []).append(node.name)
-        if key is not None:
+        pool, topology = node.node_pool, node.topology
+        if pool and topology and node.accelerator:
+            labels = (topology, node.machine_type, node.tpu_chips)
+            single = single_host.get(labels)
+            if single is None:
+                single = single_host[labels] = slice_key(node) != pool
+            key = f"{pool}/{node.name}" if single else pool
             members = groups.get(key)
             if members is None:
                 groups[key] = [node]
             else:
                 members.append(node)
-        owner_key = key or node.node_pool
-        if owner_key:
-            node_pool_of[node.name] = owner_key
-    slices = classify_groups(
-        groups, now, config.unhealthy_grace, config.recovery_stabilization, config.tolerated_taint_keys
-    )
-    nodes = {n.name: n for n in snapshot.nodes}
+            node_pool_of[node.name] = key
+            continue
+        if node.tpu_chips or (node.machine_type or "").startswith("ct"):
+            excluded.setdefault(NODE_WITHOUT_TPU_LABELS, []).append(node.name)
+        if pool:
+            node_pool_of[node.name] = pool
+    slices = _classify(groups, now, config)
+    nodes = dict(zip(map(_NAME, snapshot.nodes), snapshot.nodes, strict=True))
     queues = {q.name: q for q in snapshot.cluster_queues}
 
-    # First Workload by (namespace, name) per owning JobSet, as if the Workloads were sorted by that.
-    workload_by_owner: dict[str, Workload] = {}
-    for candidate in snapshot.workloads:
-        owner_uid = candidate.owner_jobset_uid
-        if owner_uid is None:
-            excluded.setdefault(NO_OWNER, []).append(candidate.key)
-            continue
-        current = workload_by_owner.get(owner_uid)
-        if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
-            workload_by_owner[owner_uid] = candidate
+    # First Workload by (namespace, name) per owning JobSet, as if the Workloads were sorted by that. Usually
+    # every Workload has an owner and no owner has two: then a plain mapping is that.
+    workloads = snapshot.workloads
+    workload_by_owner: dict[str | None, Workload] = dict(zip(map(_OWNER, workloads), workloads, strict=True))
+    one_each = len(workload_by_owner) == len(workloads) and None not in workload_by_owner
+    if not one_each:
+        workload_by_owner = {}
+        for candidate in workloads:
+            owner_uid = candidate.owner_jobset_uid
+            if owner_uid is None:
+                excluded.setdefault(NO_OWNER, []).append(candidate.key)
+                continue
+            current = workload_by_owner.get(owner_uid)
+            if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
+                workload_by_owner[owner_uid] = candidate
 
     units: dict[str, Unit] = {}
+    running: list[Unit] = []
+    annotated: list[Unit] = []
     # Namespace → name → unit: looking pods up in nested dicts allocates no (namespace, name) key tuples.
     by_key: dict[str, dict[str, Unit]] = {}
+    in_namespace: dict[str, Unit] | None = None
+    last_namespace: str | None = None
+    workload_of = workload_by_owner.get
+    queue_of = queues.get
+    checkpoints: dict[str, datetime | None] = {}  # `parse_time` per distinct annotation value
+    created = 0
     for js in snapshot.jobsets:
-        if namespaces and js.namespace not in namespaces:
+        namespace = js.namespace
+        if namespaces and namespace not in namespaces:
             continue
-        wl = workload_by_owner.get(js.uid)
-        unit = Unit(
-            jobset=js,
-            workload=wl,
-            kueue_priority=_kueue_priority(wl, boost_enabled),
-            pod_priority=js.pod_priority or 0,
-            cluster_queue=queues.get(wl.cluster_queue) if wl is not None and wl.cluster_queue else None,
-        )
-        if wl is not None and wl.annotations:  # `held_by` and `op` default to None
+        created += 1
+        wl = workload_of(js.uid)
+        if wl is None:
+            unit = Unit(js, None, 0, js.pod_priority or 0, None)
+        else:
+            kueue_priority = wl.priority or 0
+            if boost_enabled:
+                raw = wl.annotations.get(KUEUE_PRIORITY_BOOST, "")
+                if raw.lstrip("-").isdigit():
+                    kueue_priority += int(raw)
+            queue_name = wl.cluster_queue
+            unit = Unit(js, wl, kueue_priority, js.pod_priority or 0, queue_of(queue_name) if queue_name else None)
             annotations = wl.annotations
-            held_by = annotations.get(held_by_key)
-            unit.held_by = HeldBy.decode(held_by) if held_by else None
-            op = annotations.get(op_key)
-            unit.op = OpRecord.decode(op) if op is not None else None
+            if annotations:  # `held_by` and `op` default to None
+                held_by = annotations.get(held_by_key)
+                unit.held_by = HeldBy.decode(held_by) if held_by else None
+                op = annotations.get(op_key)
+                unit.op = OpRecord.decode(op) if op is not None else None
+                annotated.append(unit)
+            if unit.running_in_kueue:
+                running.append(unit)
         if js.annotations:
             checkpoint = js.annotations.get(checkpoint_key)
-            unit.checkpoint = parse_time(checkpoint) if checkpoint else None
+            if checkpoint:
+                parsed = checkpoints.get(checkpoint, _UNPARSED)
+                if parsed is _UNPARSED:
+                    parsed = checkpoints[checkpoint] = parse_time(checkpoint)
+                unit.checkpoint = parsed
         if (wl is None or not unit.movable) and any(rj.shape is not None for rj in js.replicated_jobs):
             excluded.setdefault(_unit_exclusion(unit), []).append(unit.key)
         units[js.uid] = unit
-        in_namespace = by_key.get(js.namespace)
-        if in_namespace is None:
-            by_key[js.namespace] = {js.name: unit}
-        else:
-            in_namespace[js.name] = unit
+        if namespace != last_namespace:
+            in_namespace = by_key.get(namespace)
+            if in_namespace is None:
+                in_namespace = by_key[namespace] = {}
+            last_namespace = namespace
+        assert in_namespace is not None
+        in_namespace[js.name] = unit
+    if len(units) < created:
+        # Two JobSets with one uid: the later one is the unit, so the lists are rebuilt from `units`.
+        running = [u for u in units.values() if u.running_in_kueue]
+        annotated = [u for u in units.values() if u.workload is not None and u.workload.annotations]
 
     occupants: dict[str, set[str]] = {}
     pods_of: dict[Unit, list[Pod]] = {}
     occupied_by: dict[Unit, set[str]] = {}
     max_pod_priority: dict[str, int] = {}
-    waiting: set[Unit] = set()  # units with a pod not bound to a node
+    waiting: dict[Unit, None] = {}  # units with a pod not bound to a node, in pod order
+    # Units with a pod on a node of no slice, or of one that is not Healthy or Recovering: only these (and units
+    # with departed pods) can have infra evidence, since `confirm_failures` only turns Suspect into Unhealthy.
+    fine = {name for name, found in slices.items() if found.health in _FINE}
+    exposed: set[Unit] = set()
     for pod in snapshot.pods:
-        in_namespace = by_key.get(pod.namespace)
+        pod_namespace = pod.namespace
+        if pod_namespace != last_namespace:
+            in_namespace = by_key.get(pod_namespace)
+            last_namespace = pod_namespace
         owner = in_namespace.get(pod.jobset_name) if in_namespace is not None else None
+        node_name = pod.node_name
         if owner is not None:
             owned = pods_of.get(owner)
             if owned is None:
@@ -347,16 +481,18 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
                 seen = max_pod_priority.get(owner.uid)
                 if seen is None or priority > seen:
                     max_pod_priority[owner.uid] = priority
-        node_name = pod.node_name
-        if node_name is None and owner is not None:
-            waiting.add(owner)
-        if node_name is None or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+            if node_name is None:
+                waiting[owner] = None
+                continue
+        elif node_name is None:
             continue
         pool = node_pool_of.get(node_name) or pod.node_pool
-        if pool is None:
+        if pool not in fine and owner is not None:
+            exposed.add(owner)
+        if pool is None or pod.phase in _TERMINAL:
             continue
         # Pods of JobSets outside our view still occupy the slice: a token that is never a victim.
-        occupant = owner.uid if owner is not None else f"foreign:{pod.namespace}/{pod.jobset_name}"
+        occupant = owner.uid if owner is not None else f"foreign:{pod_namespace}/{pod.jobset_name}"
         there = occupants.get(pool)
         if there is None:
             occupants[pool] = {occupant}
@@ -371,8 +507,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     window_start = now - config.attribution_window
     departed_of: dict[Unit, list[DepartedPod]] = {}
     for gone in snapshot.departed_pods:
-        in_namespace = by_key.get(gone.namespace)
-        owner = in_namespace.get(gone.jobset_name) if in_namespace is not None else None
+        namespace_units = by_key.get(gone.namespace)
+        owner = namespace_units.get(gone.jobset_name) if namespace_units is not None else None
         if owner is not None and gone.gone_at >= window_start:
             departed_of.setdefault(owner, []).append(gone)
     for unit, owned in pods_of.items():
@@ -380,7 +516,15 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     for unit, pools in occupied_by.items():
         unit.occupied = pools
         wl = unit.workload
-        if wl is not None and wl.active and not wl.admitted and not wl.evicted and unit.jobset.terminal_state is None:
+        # Running in Kueue means admitted: only the others can be excluded here.
+        if (
+            not unit.running_in_kueue
+            and wl is not None
+            and wl.active
+            and not wl.admitted
+            and not wl.evicted
+            and unit.jobset.terminal_state is None
+        ):
             excluded.setdefault(NOT_ADMITTED, []).append(unit.key)
     for unit, departed in departed_of.items():
         unit.departed = departed
@@ -392,22 +536,28 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         unit.pod_priority = highest if unit.jobset.pod_priority is None else max(unit.pod_priority, highest)
 
     unbound = {unit.uid: since for unit in waiting if (since := unbound_since(unit)) is not None}
+    with_pods = [u for u in units.values() if u.live_pods or u.departed]
+    suspects = [u for u in with_pods if u.departed or u in exposed] if exposed or departed_of else []
 
-    failures = _workload_failures(slices, units.values(), node_pool_of)
+    failures = _workload_failures(slices, with_pods, node_pool_of)
     if failures:
         slices = confirm_failures(slices, failures, now, config.unhealthy_grace, config.confirmed_unhealthy_grace)
 
-    orphans = [
-        wl
-        for wl in snapshot.workloads
-        if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
-        and (not namespaces or wl.namespace in namespaces)
-    ]
-    stray_held = [
-        wl
-        for wl in snapshot.workloads
-        if wl.annotations.get(held_by_key) and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
-    ]
+    if one_each and units.keys() >= workload_by_owner.keys():
+        orphans: list[Workload] = []  # every Workload's JobSet is a unit
+        stray_held: list[Workload] = []
+    else:
+        orphans = [
+            wl
+            for wl in workloads
+            if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+            and (not namespaces or wl.namespace in namespaces)
+        ]
+        stray_held = [
+            wl
+            for wl in workloads
+            if wl.annotations.get(held_by_key) and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+        ]
     return World(
         now=now,
         config=config,
@@ -423,7 +573,111 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         stray_held=stray_held,
         slice_failures=failures,
         unbound=unbound,
+        running=running,
+        annotated=annotated,
+        with_pods=with_pods,
+        suspects=suspects,
+        idle=[name for name, found in slices.items() if found.health is SliceHealth.HEALTHY and name not in occupants],
     )
+
+
+_ShapeKey = tuple[str | None, str | None, str]
+
+
+def _same_time(a: datetime | None, b: datetime | None) -> bool:
+    """Indistinguishable instants: equal fields, fold and type, and the same tzinfo (`==` alone is true for one
+    instant in two zones, and ignores fold within one)."""
+    if a is b:
+        return True
+    return (
+        a is not None
+        and b is not None
+        and a == b
+        and a.tzinfo is b.tzinfo
+        and a.fold == b.fold
+        and type(a) is type(b)
+    )
+
+
+def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapConfig) -> dict[str, Slice]:
+    """`classify_groups`, with a fast path for the usual slice: every host present and fine.
+
+    Such a slice is Healthy or Recovering by the latest Ready transition or creation of its hosts; its shape and
+    host count follow from the first node's accelerator, topology and machine type when the machine type names
+    its chips, so they are taken from the first slice `classify_slice` classified with those labels. Any other
+    slice is classified by `classify_slice` itself.
+    """
+    global _previous
+    grace, stabilization = config.unhealthy_grace, config.recovery_stabilization
+    tolerated = frozenset(config.tolerated_taint_keys)
+    shapes: dict[_ShapeKey, tuple[SliceShape, int | None] | None] = {}
+    slices: dict[str, Slice] = {}
+    previous, _previous = _previous, {}
+    reused = _previous
+    for name in sorted(groups):
+        members = groups[name]
+        first = members[0]
+        machine = first.machine_type
+        found = None
+        labels: _ShapeKey | None = None
+        if machine:
+            labels = (first.accelerator, first.topology, machine)
+            known = shapes.get(labels)
+            if known is not None:
+                found = _fine(name, members, known[0], known[1], now, stabilization, tolerated, previous.get(name))
+                if found is not None:
+                    reused[name] = found
+        if found is None:
+            found = classify_slice(name, members, now, grace, stabilization, tolerated)
+            if labels is not None and labels not in shapes:
+                # Without chips in the machine type they come from the nodes' allocatable: not cacheable.
+                named = chips_per_host(labels[2], ()) is not None
+                shapes[labels] = (found.shape, found.expected_hosts) if named else None
+        slices[name] = found
+    return slices
+
+
+def _fine(
+    name: str,
+    members: list[Node],
+    shape: SliceShape,
+    expected: int | None,
+    now: datetime,
+    stabilization: timedelta,
+    tolerated: frozenset[str],
+    before: Slice | None,
+) -> Slice | None:
+    """`classify_slice` of a slice whose hosts are all there and fine (else None): Healthy or Recovering; the
+    slice of that name from the last pass, `before`, when every field is the same."""
+    if expected is not None and len(members) < expected:
+        return None
+    latest: datetime | None = None
+    for node in members:
+        if node.ready is not ConditionStatus.TRUE or node.deletion_timestamp is not None or node.unschedulable:
+            return None
+        for taint in node.taints:
+            if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and taint.key not in tolerated:
+                return None
+        moment = node.ready_transition_time
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
+        moment = node.creation_timestamp
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
+    names = tuple(sorted([n.name for n in members]))
+    health = SliceHealth.RECOVERING if latest is not None and now - latest < stabilization else SliceHealth.HEALTHY
+    if (
+        before is not None
+        and before.health is health
+        and _same_time(before.since, latest)
+        and before.node_names == names
+        and (before.shape is shape or before.shape == shape)
+        and before.expected_hosts == expected
+        and before.unreachable_since is None
+        and before.name == name
+    ):
+        return before
+    return Slice(name, shape, expected, names, health, latest)
 
 
 def exclusive_per_slice(js: JobSet) -> bool:

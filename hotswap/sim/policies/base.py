@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from hotswap.sim.simulator import Simulator
+from hotswap.sim.host import SimHost
 
 
 class Policy(Protocol):
@@ -14,7 +13,7 @@ class Policy(Protocol):
     name: str
     scheduler_preemption: bool
 
-    def attach(self, sim: Simulator) -> None:
+    def attach(self, sim: SimHost) -> None:
         """Called once before the run starts."""
 
     def on_change(self) -> None:

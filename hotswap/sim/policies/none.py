@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hotswap.sim.simulator import Simulator
+    from hotswap.sim.host import SimHost
 
 
 class NonePolicy:
@@ -14,7 +14,7 @@ class NonePolicy:
     name = "none"
     scheduler_preemption = False
 
-    def attach(self, sim: Simulator) -> None:
+    def attach(self, sim: SimHost) -> None:
         del sim
 
     def on_change(self) -> None:

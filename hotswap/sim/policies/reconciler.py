@@ -28,7 +28,7 @@ from hotswap.sim.snapshot import CheckpointSignal, at, build_snapshot, pod_uid, 
 from hotswap.sim.state import Job, JobState, PodPhase
 
 if TYPE_CHECKING:
-    from hotswap.sim.simulator import Simulator
+    from hotswap.sim.host import SimHost
 
 
 class ReconcilerPolicy:
@@ -39,7 +39,7 @@ class ReconcilerPolicy:
         self._configured = config is not None
         self.config = config or HotswapConfig()
         self._keys = AnnotationKeys(self.config.annotation_domain)
-        self._sim: Simulator | None = None
+        self._sim: SimHost | None = None
         self._next: Handle | None = None
         self.plans: list[Plan] = []  # kept only when `keep_plans` (tests)
         self.keep_plans = False
@@ -49,11 +49,11 @@ class ReconcilerPolicy:
         return self.config.max_hold.total_seconds()
 
     @property
-    def sim(self) -> Simulator:
+    def sim(self) -> SimHost:
         assert self._sim is not None, "attach() first"
         return self._sim
 
-    def attach(self, sim: Simulator) -> None:
+    def attach(self, sim: SimHost) -> None:
         self._sim = sim
         if not self._configured:  # the scenario's knobs, for sweeps; an explicit config wins
             self.config = sim.scenario.reconciler.hotswap_config()

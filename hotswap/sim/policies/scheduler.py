@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hotswap.sim.simulator import Simulator
+    from hotswap.sim.host import SimHost
 
 
 class SchedulerPolicy:
     name = "scheduler"
     scheduler_preemption = True
 
-    def attach(self, sim: Simulator) -> None:
+    def attach(self, sim: SimHost) -> None:
         del sim
 
     def on_change(self) -> None:

@@ -1,0 +1,50 @@
+"""What a policy may see of and do to the simulated cluster: the interface the simulator implements.
+
+Policies are typed against this protocol, not against `Simulator`, so the policy modules never import the
+simulator that drives them (the simulator imports the policy interface; the reverse import was a cycle, even
+when hidden behind TYPE_CHECKING). tests/sim/test_import_graph.py keeps it that way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from hotswap.sim.engine import EventLoop
+from hotswap.sim.metrics import Recorder
+from hotswap.sim.params import Scenario, Timing
+from hotswap.sim.state import Departure, Job, Pod, Slice
+
+
+class SimHost(Protocol):
+    """The simulator as a policy sees it: state to read, and the API calls a controller could make."""
+
+    scenario: Scenario
+    timing: Timing
+    loop: EventLoop
+    rec: Recorder
+    slices: list[Slice]
+    live: dict[Job, None]
+    track_departures: bool
+
+    @property
+    def now(self) -> float: ...
+
+    def kick(self) -> None:
+        """Ask for a control pass (Kueue, kube-scheduler, policy) at the current instant."""
+
+    def pods(self) -> Iterable[Pod]: ...
+
+    def recent_departures(self, window_s: float) -> list[Departure]: ...
+
+    def force_fail(self, pod: Pod) -> None:
+        """Mark the pod Failed and delete it with grace 0."""
+
+    def deactivate(self, job: Job) -> None:
+        """Workload.spec.active=false: Kueue evicts and does not requeue."""
+
+    def reactivate(self, job: Job) -> None:
+        """Workload.spec.active=true: Kueue requeues."""
+
+    def note(self, what: str) -> None:
+        """Append to the event log when tracing."""

@@ -590,12 +590,7 @@ def _same_time(a: datetime | None, b: datetime | None) -> bool:
     if a is b:
         return True
     return (
-        a is not None
-        and b is not None
-        and a == b
-        and a.tzinfo is b.tzinfo
-        and a.fold == b.fold
-        and type(a) is type(b)
+        a is not None and b is not None and a == b and a.tzinfo is b.tzinfo and a.fold == b.fold and type(a) is type(b)
     )
 
 

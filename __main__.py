@@ -3,22 +3,37 @@
 import pulumi
 
 from components.config import CONFIG_KEY, ConfigError, parse_platform_config
+from components.config.fleet import FLEET_CONFIG_KEY, parse_fleet_config
 from components.platform import TpuPlatform, TpuPlatformArgs
 
-try:
-    platform_config = parse_platform_config(pulumi.Config().require_object(CONFIG_KEY))
-except ConfigError as error:
-    raise pulumi.RunError(str(error)) from None
+fleet_raw = pulumi.Config().get_object(FLEET_CONFIG_KEY)
+if fleet_raw is not None:
+    from components.fleet import TpuFleet, TpuFleetArgs
 
-platform = TpuPlatform(pulumi.get_stack(), TpuPlatformArgs(platform=platform_config.model_dump(by_alias=True)))
+    try:
+        fleet_config = parse_fleet_config(fleet_raw)
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None
+    fleet = TpuFleet(pulumi.get_stack(), TpuFleetArgs(fleet=fleet_config.model_dump(by_alias=True)))
+    pulumi.export("managerClusterName", fleet.manager_cluster_name)
+    pulumi.export("managerKubeconfig", fleet.manager_kubeconfig)
+    pulumi.export("workerClusters", fleet.worker_clusters)
+    pulumi.export("dispatchOrder", fleet.dispatch_order)
+else:
+    try:
+        platform_config = parse_platform_config(pulumi.Config().require_object(CONFIG_KEY))
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None
 
-pulumi.export("clusterName", platform.cluster_name)
-pulumi.export("endpoint", platform.endpoint)
-pulumi.export("location", platform.location)
-if platform.cluster is not None:  # `cluster.mode: existing` creates no node pools
-    pulumi.export("systemPoolName", platform.cluster.system_pool_name)
-    pulumi.export("tpuNodePools", platform.cluster.tpu_node_pool_names)
-pulumi.export("kubeconfig", platform.kubeconfig)
-pulumi.export("priorityTiers", platform.priorities.tier_names)
-pulumi.export("clusterQueues", platform.queues.cluster_queue_names)
-pulumi.export("localQueues", platform.queues.local_queues)
+    platform = TpuPlatform(pulumi.get_stack(), TpuPlatformArgs(platform=platform_config.model_dump(by_alias=True)))
+
+    pulumi.export("clusterName", platform.cluster_name)
+    pulumi.export("endpoint", platform.endpoint)
+    pulumi.export("location", platform.location)
+    if platform.cluster is not None:  # `cluster.mode: existing` creates no node pools
+        pulumi.export("systemPoolName", platform.cluster.system_pool_name)
+        pulumi.export("tpuNodePools", platform.cluster.tpu_node_pool_names)
+    pulumi.export("kubeconfig", platform.kubeconfig)
+    pulumi.export("priorityTiers", platform.priorities.tier_names)
+    pulumi.export("clusterQueues", platform.queues.cluster_queue_names)
+    pulumi.export("localQueues", platform.queues.local_queues)

@@ -68,6 +68,7 @@ class TpuPlatform(pulumi.ComponentResource):
             self.kubeconfig = self.cluster.kubeconfig
             self.endpoint = self.cluster.endpoint
             self.location = self.cluster.location
+        self.provider = provider
         in_cluster = pulumi.ResourceOptions(parent=self, providers=[provider])
         self.kueue = KueueJobSet(
             f"{name}-kueue",

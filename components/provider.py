@@ -11,6 +11,7 @@ PACKAGE_NAME = "gke-tpu-priority"
 def hosted_components() -> list[type[ComponentResource]]:
     from components.admission import TpuAdmissionPolicy
     from components.cluster import TpuCluster
+    from components.fleet import TpuFleet
     from components.kueue import KueueJobSet
     from components.platform import TpuPlatform
     from components.priorities import PriorityTiers
@@ -27,6 +28,7 @@ def hosted_components() -> list[type[ComponentResource]]:
         HotswapReconciler,
         TpuAdmissionPolicy,
         TpuJobSet,
+        TpuFleet,
     ]
 
 

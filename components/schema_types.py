@@ -574,3 +574,87 @@ class TpuJobSetSpec(TypedDict):
     """Opt in to the reconciler failing this JobSet's pods stuck on unreachable nodes at once."""
     protect: NotRequired[bool]
     """Never choose this JobSet as a hotswap victim."""
+
+
+class ManagerSettings(TypedDict):
+    """The MultiKueue manager cluster."""
+
+    project: str
+    """GCP project id of the manager cluster."""
+    region: str
+    """GCP region of the manager cluster."""
+    mode: NotRequired[ClusterMode]
+    """`create` a small CPU-only GKE Autopilot cluster for the manager, or use an `existing` one."""
+    name: NotRequired[str]
+    """Name of the manager's GKE cluster."""
+    location: NotRequired[str]
+    """Location of an existing manager cluster (region or zone); default `region`."""
+    release_channel: NotRequired[ReleaseChannel]
+    """GKE release channel of a created manager cluster."""
+    protect: NotRequired[bool]
+    """Pulumi `protect` and GKE deletion protection on the manager."""
+    kubernetes_auth: NotRequired[KubernetesAuth]
+    """How Pulumi authenticates to the manager (gke-gcloud-auth-plugin)."""
+    kueue: NotRequired[KueueSettings]
+    """Kueue on the manager."""
+    jobset: NotRequired[JobSetSettings]
+    """JobSet on the manager (its CRD; the controller skips JobSets that MultiKueue manages)."""
+
+
+class FleetWorker(TypedDict):
+    """The TPU worker platforms, most preferred first (the Incremental dispatcher's order)."""
+
+    name: str
+    """Worker name: its MultiKueueCluster and kubeconfig Secret on the manager are named after it."""
+    platform: PlatformConfig
+    """The worker's whole platform, in the schema of the `gke-tpu-priority:platform` setting."""
+
+
+class DispatcherMode(StrEnum):
+    """How the manager picks workers: `AllAtOnce` (Kueue's default) offers a workload to every worker and keeps the first that admits it; `Incremental` offers it to a few workers at a time, in the order of `workers` (the dispatch preference)."""
+
+    ALL_AT_ONCE = "AllAtOnce"
+    INCREMENTAL = "Incremental"
+
+
+class MultiKueueSettings(TypedDict):
+    """MultiKueue settings of the manager."""
+
+    dispatcher: NotRequired[DispatcherMode]
+    """How the manager picks workers: `AllAtOnce` (Kueue's default) offers a workload to every worker and keeps the first that admits it; `Incremental` offers it to a few workers at a time, in the order of `workers` (the dispatch preference)."""
+    incremental_step_size: NotRequired[int]
+    """Workers the Incremental dispatcher asks at a time (Kueue's default 3); only with `dispatcher: Incremental`."""
+    gc_interval: NotRequired[str]
+    """Interval of the manager's garbage collection of orphaned remote objects (`0s` disables it)."""
+    origin: NotRequired[str]
+    """Label value marking the objects this manager creates in the workers (label `kueue.x-k8s.io/multikueue-origin`); unique per manager when several managers share a worker."""
+    worker_lost_timeout: NotRequired[str]
+    """How long a workload stays admitted on a worker the manager lost contact with before it is requeued elsewhere."""
+    credentials_generation: NotRequired[int]
+    """Generation of the manager's worker tokens: raise it by one and `pulumi up` to rotate every worker token (a new token Secret is made, the kubeconfigs switch to it, the old one is deleted)."""
+
+
+class ManagerQuota(TypedDict):
+    """Overrides of the manager's derived quotas (each manager ClusterQueue's quota per flavor defaults to the sum of the workers' quotas)."""
+
+    cluster_queue: str
+    """Manager ClusterQueue (a ClusterQueue name every worker has)."""
+    flavor: str
+    """ResourceFlavor of that queue."""
+    chips: int
+    """Nominal quota on the manager in chips (default: the workers' sum)."""
+
+
+class FleetConfig(TypedDict):
+    """The fleet settings: the schema of the `gke-tpu-priority:fleet` stack setting."""
+
+    manager: ManagerSettings
+    """The MultiKueue manager cluster."""
+    workers: list[FleetWorker]
+    """The TPU worker platforms, most preferred first (the Incremental dispatcher's order)."""
+    multi_kueue: NotRequired[MultiKueueSettings]
+    """MultiKueue settings of the manager."""
+    manager_quotas: NotRequired[list[ManagerQuota]]
+    """Overrides of the manager's derived quotas (each manager ClusterQueue's quota per flavor defaults to the sum of the workers' quotas)."""
+    allow_overcommit: NotRequired[bool]
+    """Allow `managerQuotas` above the sum of the workers' quotas."""

@@ -9,9 +9,12 @@ import pytest
 from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
 from tools.resources import ProgramRun
 
-STACKS = sorted(
+ALL_STACKS = sorted(
     p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml")
 )
+# Fleet stacks (`gke-tpu-priority:fleet`) hold several platforms; tests/test_fleet*.py cover them.
+FLEET_STACKS = [s for s in ALL_STACKS if "gke-tpu-priority:fleet" in load_stack_config(s)]
+STACKS = [s for s in ALL_STACKS if s not in FLEET_STACKS]
 # Stacks whose cluster the package creates (the others use `cluster.mode: existing` and create no GCP resource).
 CREATED_CLUSTER_STACKS = [
     s for s in STACKS if load_stack_config(s)["gke-tpu-priority:platform"].get("cluster", {}).get("mode") != "existing"

@@ -30,6 +30,9 @@ def test_platform_config_is_one_object_input(schema: dict[str, Any]) -> None:
         assert resource["isComponent"] is True
         if token.endswith(":TpuJobSet"):
             assert set(resource["inputProperties"]) == {"jobset"}
+        elif token.endswith(":TpuFleet"):
+            assert set(resource["inputProperties"]) == {"fleet"}
+            assert resource["inputProperties"]["fleet"]["description"].startswith("The fleet settings")
         else:
             assert set(resource["inputProperties"]) == {"platform"}, token
             assert resource["inputProperties"]["platform"]["description"].startswith("The platform settings")

@@ -98,7 +98,9 @@ def test_only_pass_through_values_accept_outputs(schema: dict[str, Any]) -> None
 def test_components_take_typed_inputs(schema: dict[str, Any]) -> None:
     for token, resource in schema["resources"].items():
         (prop,) = resource["inputProperties"].values()
-        expected = "TpuJobSetSpec" if token.endswith(":TpuJobSet") else "PlatformConfig"
+        expected = {":TpuJobSet": "TpuJobSetSpec", ":TpuFleet": "FleetConfig"}.get(
+            token[token.rindex(":") :], "PlatformConfig"
+        )
         assert prop["$ref"] == f"#/types/{TYPES}{expected}", token
 
 

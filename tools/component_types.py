@@ -31,6 +31,7 @@ from pydantic.alias_generators import to_camel, to_pascal
 from pydantic.fields import FieldInfo
 
 from components import tpu_shapes
+from components.config.fleet import FleetConfig
 from components.config.inputs import accepts_output
 from components.config.platform import PlatformConfig
 from components.workloads.jobset import TpuJobSetSpec
@@ -38,7 +39,7 @@ from components.workloads.jobset import TpuJobSetSpec
 ROOT = Path(__file__).resolve().parent.parent
 TYPES_MODULE = ROOT / "components" / "schema_types.py"
 SCHEMA_FILE = ROOT / "components" / "schema.json"
-ROOT_MODELS: tuple[type[BaseModel], ...] = (PlatformConfig, TpuJobSetSpec)
+ROOT_MODELS: tuple[type[BaseModel], ...] = (PlatformConfig, TpuJobSetSpec, FleetConfig)
 # Closed string sets the models check with validators (not Enums): the v6e slice shapes of TPU settings.
 _TOPOLOGY = ("Topology", list(tpu_shapes.TOPOLOGIES))
 _MACHINE = ("TpuMachineType", sorted(tpu_shapes.CHIPS_PER_MACHINE))
@@ -158,6 +159,7 @@ def generate() -> str:
     gen = Generator()
     gen.model(PlatformConfig, "The platform settings: the schema of the `gke-tpu-priority:platform` stack setting.")
     gen.model(TpuJobSetSpec, "A TPU v6e training workload submitted through Kueue.")
+    gen.model(FleetConfig, "The fleet settings: the schema of the `gke-tpu-priority:fleet` stack setting.")
     return gen.source()
 
 

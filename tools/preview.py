@@ -19,6 +19,7 @@ import yaml
 
 from components.cluster.node_pools import tpu_pool_specs
 from components.config import CONFIG_PATH, ConfigError, PlatformConfig, parse_platform_config
+from components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
 from components.config.resolved import effective_cluster_queues, effective_local_queues
 from components.priorities import preemption_policy
 from tools.manifests import helm_charts, kubernetes_objects
@@ -244,6 +245,14 @@ def write_contract(run: ProgramRun, objects: list[dict[str, Any]], out_dir: Path
 
 def preview(stack: str, build_dir: Path) -> str:
     raw = load_stack_config(stack)
+    if FLEET_CONFIG_PATH in raw:
+        from tools import fleet_preview
+
+        fleet = parse_fleet_config(raw[FLEET_CONFIG_PATH])
+        run = fleet_preview.redacted_run(run_program(stack, raw))
+        objects = fleet_preview.fleet_objects(run, stack)
+        write_contract(run, objects, build_dir / stack)
+        return fleet_preview.render_fleet_plan(run, fleet, objects)
     config = parse_platform_config(raw.get(CONFIG_PATH))
     run = run_program(stack, raw)
     objects = kubernetes_objects(run.resources)

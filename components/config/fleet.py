@@ -1,0 +1,341 @@
+"""The fleet stack configuration: one MultiKueue manager cluster and two or more TPU worker platforms.
+
+Every worker is a whole `PlatformConfig` (its own region, TPU pools, network, create or existing mode); the
+manager is a small CPU-only GKE cluster (created as GKE Autopilot, or an existing one). Validated once, up front,
+with every problem's path, bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from components.config.base import ConfigModel, problems_error
+from components.config.cluster import ClusterMode, KubernetesAuth, ReleaseChannel
+from components.config.errors import ConfigError, format_validation_error
+from components.config.kueue import JobSetSettings, KueueSettings
+from components.config.platform import PlatformConfig
+from components.config.priorities import NAME_PATTERN
+from components.config.queues import ClusterQueueSpec
+from components.config.resolved import effective_cluster_queues, effective_local_queues
+
+FLEET_CONFIG_KEY = "fleet"
+FLEET_CONFIG_PATH = f"gke-tpu-priority:{FLEET_CONFIG_KEY}"
+_DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+MIN_WORKERS = 2
+
+
+class DispatcherMode(StrEnum):
+    ALL_AT_ONCE = "AllAtOnce"
+    INCREMENTAL = "Incremental"
+
+
+DISPATCHER_NAMES = {
+    DispatcherMode.ALL_AT_ONCE: "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    DispatcherMode.INCREMENTAL: "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+}
+
+
+class MultiKueueSettings(ConfigModel):
+    dispatcher: DispatcherMode = Field(
+        default=DispatcherMode.ALL_AT_ONCE,
+        description="How the manager picks workers: `AllAtOnce` (Kueue's default) offers a workload to every "
+        "worker and keeps the first that admits it; `Incremental` offers it to a few workers at a time, in the "
+        "order of `workers` (the dispatch preference).",
+    )
+    incremental_step_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Workers the Incremental dispatcher asks at a time (Kueue's default 3); only with "
+        "`dispatcher: Incremental`.",
+    )
+    gc_interval: str = Field(
+        default="1m",
+        pattern=_DURATION,
+        description="Interval of the manager's garbage collection of orphaned remote objects (`0s` disables it).",
+    )
+    origin: str = Field(
+        default="multikueue",
+        pattern=NAME_PATTERN,
+        max_length=63,
+        description="Label value marking the objects this manager creates in the workers (label "
+        "`kueue.x-k8s.io/multikueue-origin`); unique per manager when several managers share a worker.",
+    )
+    worker_lost_timeout: str = Field(
+        default="15m",
+        pattern=_DURATION,
+        description="How long a workload stays admitted on a worker the manager lost contact with before it is "
+        "requeued elsewhere.",
+    )
+    credentials_generation: int = Field(
+        default=1,
+        ge=1,
+        description="Generation of the manager's worker tokens: raise it by one and `pulumi up` to rotate every "
+        "worker token (a new token Secret is made, the kubeconfigs switch to it, the old one is deleted).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> MultiKueueSettings:
+        if self.incremental_step_size is not None and self.dispatcher is not DispatcherMode.INCREMENTAL:
+            raise problems_error(
+                [
+                    f".incrementalStepSize: {self.incremental_step_size} is set but dispatcher is "
+                    f"{self.dispatcher.value!r}; it applies only with `dispatcher: Incremental`"
+                ]
+            )
+        return self
+
+
+class ManagerSettings(ConfigModel):
+    project: str = Field(
+        pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", description="GCP project id of the manager cluster."
+    )
+    region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+$", description="GCP region of the manager cluster.")
+    mode: ClusterMode = Field(
+        default=ClusterMode.CREATE,
+        description="`create` a small CPU-only GKE Autopilot cluster for the manager, or use an `existing` one.",
+    )
+    name: str = Field(
+        default="tpu-fleet-manager",
+        pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        max_length=40,
+        description="Name of the manager's GKE cluster.",
+    )
+    location: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$",
+        description="Location of an existing manager cluster (region or zone); default `region`.",
+    )
+    release_channel: ReleaseChannel = Field(
+        default=ReleaseChannel.REGULAR, description="GKE release channel of a created manager cluster."
+    )
+    protect: bool = Field(default=False, description="Pulumi `protect` and GKE deletion protection on the manager.")
+    kubernetes_auth: KubernetesAuth = Field(
+        default=KubernetesAuth.ADC, description="How Pulumi authenticates to the manager (gke-gcloud-auth-plugin)."
+    )
+    kueue: KueueSettings = Field(default_factory=KueueSettings, description="Kueue on the manager.")
+    jobset: JobSetSettings = Field(
+        default_factory=JobSetSettings,
+        description="JobSet on the manager (its CRD; the controller skips JobSets that MultiKueue manages).",
+    )
+
+
+class FleetWorker(ConfigModel):
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        max_length=40,
+        description="Worker name: its MultiKueueCluster and kubeconfig Secret on the manager are named after it.",
+    )
+    platform: PlatformConfig = Field(
+        description="The worker's whole platform, in the schema of the `gke-tpu-priority:platform` setting."
+    )
+
+
+class ManagerQuota(ConfigModel):
+    cluster_queue: str = Field(description="Manager ClusterQueue (a ClusterQueue name every worker has).")
+    flavor: str = Field(description="ResourceFlavor of that queue.")
+    chips: int = Field(ge=0, description="Nominal quota on the manager in chips (default: the workers' sum).")
+
+
+class FleetConfig(ConfigModel):
+    manager: ManagerSettings = Field(description="The MultiKueue manager cluster.")
+    workers: list[FleetWorker] = Field(
+        description="The TPU worker platforms, most preferred first (the Incremental dispatcher's order)."
+    )
+    multi_kueue: MultiKueueSettings = Field(
+        default_factory=MultiKueueSettings, description="MultiKueue settings of the manager."
+    )
+    manager_quotas: list[ManagerQuota] = Field(
+        default_factory=list,
+        description="Overrides of the manager's derived quotas (each manager ClusterQueue's quota per flavor "
+        "defaults to the sum of the workers' quotas).",
+    )
+    allow_overcommit: bool = Field(
+        default=False, description="Allow `managerQuotas` above the sum of the workers' quotas."
+    )
+
+    def worker_queues(self) -> list[list[ClusterQueueSpec]]:
+        return [effective_cluster_queues(w.platform.queues, w.platform.flavors) for w in self.workers]
+
+    def worker_quota(self) -> dict[tuple[str, str], dict[str, int]]:
+        """(ClusterQueue, flavor) -> worker name -> nominal chips."""
+        out: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+        for worker, queues in zip(self.workers, self.worker_queues(), strict=True):
+            for cq in queues:
+                for quota in cq.quotas:
+                    out[cq.name, quota.flavor][worker.name] = quota.chips
+        return out
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> FleetConfig:
+        problems: list[str] = []
+        if len(self.workers) < MIN_WORKERS:
+            problems.append(
+                f".workers: {len(self.workers)} worker(s) given; a fleet needs at least {MIN_WORKERS} (for one "
+                "cluster use the `gke-tpu-priority:platform` setting)"
+            )
+        names: dict[str, int] = {}
+        clusters: dict[tuple[str, str, str], int] = {}
+        manager_key = (self.manager.project, self.manager.location or self.manager.region, self.manager.name)
+        for i, worker in enumerate(self.workers):
+            p = worker.platform
+            if worker.name in names:
+                problems.append(
+                    f".workers[{i}].name: {worker.name!r} is already used by workers[{names[worker.name]}]; "
+                    "worker names must be unique"
+                )
+            names.setdefault(worker.name, i)
+            if p.cluster.is_existing() and "name" not in p.cluster.model_fields_set:
+                problems.append(
+                    f".workers[{i}].platform.cluster.name: required with `cluster.mode: existing` (the manager "
+                    "reaches the worker's GKE cluster by name); set the existing cluster's name"
+                )
+            if p.cluster.kubeconfig_context is not None:
+                problems.append(
+                    f".workers[{i}].platform.cluster.kubeconfigContext: {p.cluster.kubeconfig_context!r} is not "
+                    "allowed in a fleet: the manager needs the worker's GKE endpoint; name the cluster "
+                    "(`cluster.name`, `cluster.location`) instead"
+                )
+            if not isinstance(p.cluster.name, str) or not isinstance(p.project, str):
+                problems.append(f".workers[{i}].platform: project and cluster.name must be plain strings in a fleet")
+                continue
+            key = (p.project, p.cluster.location or p.region, p.cluster.name)
+            if key in clusters:
+                problems.append(
+                    f".workers[{i}].platform.cluster.name: {p.cluster.name!r} in {key[1]!r} (project {key[0]!r}) is "
+                    f"already workers[{clusters[key]}]'s cluster; give each worker its own region or cluster name"
+                )
+            clusters.setdefault(key, i)
+            if key == manager_key:
+                problems.append(
+                    f".workers[{i}].platform.cluster.name: {p.cluster.name!r} in {key[1]!r} is the manager "
+                    "cluster; a worker may not also be the manager (use another cluster)"
+                )
+        if self.workers:
+            problems += self._sameness_problems()
+        if not problems:
+            problems += self._manager_quota_problems()
+        if problems:
+            raise problems_error(problems)
+        return self
+
+    def _sameness_problems(self) -> list[str]:
+        """Kueue matches by name: tiers, queues, namespaces must be the same in every cluster."""
+        problems: list[str] = []
+        first = self.workers[0].platform
+        tiers = [(t.name, t.value) for t in first.priorities]
+        cqs = _queue_shape(first)
+        lqs = sorted((q.namespace, q.name, q.cluster_queue) for q in effective_local_queues(first.queues))
+        cohorts = sorted((c.name, c.parent) for c in first.queues.cohorts)
+        for i, worker in enumerate(self.workers[1:], start=1):
+            p = worker.platform
+            other_tiers = [(t.name, t.value) for t in p.priorities]
+            if other_tiers != tiers:
+                problems.append(
+                    f".workers[{i}].platform.priorities: {_show(other_tiers)} differ from workers[0]'s "
+                    f"{_show(tiers)}; every cluster of a fleet needs identical tiers (names and values)"
+                )
+            other_cqs = _queue_shape(p)
+            if other_cqs != cqs:
+                problems.append(
+                    f".workers[{i}].platform.queues.clusterQueues: names/namespaces/cohorts {_show(other_cqs)} "
+                    f"differ from workers[0]'s {_show(cqs)}; ClusterQueues must be the same in every worker "
+                    "(only quotas and flavors may differ)"
+                )
+            other_lqs = sorted((q.namespace, q.name, q.cluster_queue) for q in effective_local_queues(p.queues))
+            if other_lqs != lqs:
+                problems.append(
+                    f".workers[{i}].platform.queues.localQueues: {_show(other_lqs)} differ from workers[0]'s "
+                    f"{_show(lqs)}; MultiKueue needs the same namespaces and LocalQueues in every cluster"
+                )
+            if sorted((c.name, c.parent) for c in p.queues.cohorts) != cohorts:
+                problems.append(
+                    f".workers[{i}].platform.queues.cohorts: differ from workers[0]'s {_show(cohorts)}; "
+                    "cohorts must be the same in every worker"
+                )
+        return problems
+
+    def _manager_quota_problems(self) -> list[str]:
+        problems: list[str] = []
+        backing = self.worker_quota()
+        queues = {cq.name: {q.flavor for q in cq.quotas} for qs in self.worker_queues() for cq in qs}
+        seen: dict[tuple[str, str], int] = {}
+        for i, mq in enumerate(self.manager_quotas):
+            key = (mq.cluster_queue, mq.flavor)
+            if key in seen:
+                problems.append(
+                    f".managerQuotas[{i}]: {mq.cluster_queue!r}/{mq.flavor!r} is already managerQuotas[{seen[key]}]"
+                )
+            seen.setdefault(key, i)
+            if mq.cluster_queue not in queues:
+                problems.append(
+                    f".managerQuotas[{i}].clusterQueue: {mq.cluster_queue!r} is not a ClusterQueue of the workers "
+                    f"(have: {', '.join(sorted(queues))})"
+                )
+                continue
+            if key not in backing:
+                problems.append(
+                    f".managerQuotas[{i}].flavor: {mq.flavor!r} has no quota in ClusterQueue "
+                    f"{mq.cluster_queue!r} on any worker (flavors: {', '.join(sorted(queues[mq.cluster_queue]))})"
+                )
+                continue
+            total = sum(backing[key].values())
+            if mq.chips > total and not self.allow_overcommit:
+                per = ", ".join(f"{w}: {c}" for w, c in backing[key].items())
+                problems.append(
+                    f".managerQuotas[{i}].chips: {mq.chips} exceeds the {total} chips the workers back for "
+                    f"{mq.cluster_queue!r}/{mq.flavor!r} ({per}); use at most {total} or set "
+                    "`allowOvercommit: true`"
+                )
+        return problems
+
+
+def _queue_shape(p: PlatformConfig) -> list[tuple[str, str, str]]:
+    from components.queues.objects import namespace_selector
+
+    return sorted(
+        (cq.name, str(cq.cohort), repr(namespace_selector(cq))) for cq in effective_cluster_queues(p.queues, p.flavors)
+    )
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+@dataclass(frozen=True)
+class CheckGroup:
+    """One AdmissionCheck + MultiKueueConfig: the flavors that exactly this set of workers backs."""
+
+    name: str
+    workers: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+
+def check_groups(config: FleetConfig) -> list[CheckGroup]:
+    """Flavors backed by the same workers share a MultiKueueConfig; one group (every worker) is `multikueue`."""
+    order = [w.name for w in config.workers]
+    by_flavor: dict[str, set[str]] = defaultdict(set)
+    for (_, flavor), per_worker in config.worker_quota().items():
+        by_flavor[flavor] |= {w for w, chips in per_worker.items() if chips > 0} or set(per_worker)
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for flavor in sorted(by_flavor):
+        groups[tuple(w for w in order if w in by_flavor[flavor])].append(flavor)
+    if len(groups) == 1:
+        ((workers, flavors),) = groups.items()
+        return [CheckGroup("multikueue", workers, tuple(flavors))]
+    return [CheckGroup(f"multikueue-{flavors[0]}", workers, tuple(flavors)) for workers, flavors in groups.items()]
+
+
+def parse_fleet_config(raw: Any) -> FleetConfig:
+    """Validate the raw `gke-tpu-priority:fleet` object; raise ConfigError listing every problem."""
+    if not isinstance(raw, dict):
+        raise ConfigError(FLEET_CONFIG_KEY, [f"{FLEET_CONFIG_KEY}: expected an object, got {type(raw).__name__}"])
+    try:
+        return FleetConfig.model_validate(raw)
+    except ValidationError as err:
+        raise format_validation_error(FLEET_CONFIG_KEY, err) from None

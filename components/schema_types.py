@@ -206,7 +206,9 @@ class Capacity(TypedDict):
     reservation: NotRequired[Reservation]
     """The reservation to consume; required when mode is `reservation`, else unset."""
     max_run_duration: NotRequired[str]
-    """flex-start only: maximum VM run time in seconds, e.g. `86400s`; at most `604800s` (7 days, flex-start's limit), GKE's default (7 days) when unset."""
+    """flex-start only: maximum VM run time in seconds, e.g. `86400s`; at most `604800s` (7 days, flex-start's limit), GKE's default (7 days) when unset. With `queuedProvisioning` it becomes the ProvisioningRequest parameter `maxRunDurationSeconds` (all queued pools share one ProvisioningRequestConfig, so they must agree)."""
+    queued_provisioning: NotRequired[bool]
+    """flex-start only: queued provisioning (Dynamic Workload Scheduler's ProvisioningRequest API). The pool gets `queuedProvisioning.enabled`, so its nodes come only through a ProvisioningRequest, which Kueue's `kueue.x-k8s.io/provisioning-request` admission check creates for workloads admitted on its flavor; all slices of a workload arrive together or not at all."""
 
 
 class TaintEffect(StrEnum):
@@ -329,6 +331,8 @@ class FlavorSpec(TypedDict):
     """Only this machine type (needed to split 2x4 shapes)."""
     capacity: NotRequired[CapacityMode]
     """Only pools with this capacity mode."""
+    queued_provisioning: NotRequired[bool]
+    """With capacity `flex-start`: `true` selects only queued-provisioning pools, `false` (or unset) only the others (the flavor selects the capacity node label `flex-start-queued` or `flex-start`)."""
 
 
 class CohortSpec(TypedDict):
@@ -343,7 +347,7 @@ class CohortSpec(TypedDict):
 
 
 class Quota(TypedDict):
-    """Chip quotas per flavor."""
+    """Chip quotas per flavor (or `ladder`, not both; one of them is required)."""
 
     flavor: str
     """ResourceFlavor the quota applies to."""
@@ -353,6 +357,13 @@ class Quota(TypedDict):
     """Chips this queue may borrow from its cohort beyond its quota (unset: any)."""
     lending_limit: NotRequired[int]
     """Chips of this quota the cohort may borrow (unset: all unused)."""
+
+
+class FlavorPreference(StrEnum):
+    """Ladder only: when every rung needs borrowing or preemption, prefer `BorrowingOverPreemption` or `PreemptionOverBorrowing` (Kueue `flavorFungibility.preference`). Setting it also makes Kueue try the next rung rather than borrow (Kueue allows a preference only with `whenCanBorrow: TryNextFlavor`). Unset: borrowing cohort quota on a cheaper rung beats the queue's own quota on a dearer one."""
+
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
 
 
 class WithinClusterQueue(StrEnum):
@@ -416,8 +427,12 @@ class ClusterQueueSpec(TypedDict):
     """Namespaces whose LocalQueues may use this queue (a selector on kubernetes.io/metadata.name)."""
     namespace_selector: NotRequired[dict[str, Any]]
     """Raw label selector instead of `namespaces`; `{}` admits every namespace. A ClusterQueue without a selector admits no namespace."""
-    quotas: list[Quota]
-    """Chip quotas per flavor."""
+    quotas: NotRequired[list[Quota]]
+    """Chip quotas per flavor (or `ladder`, not both; one of them is required)."""
+    ladder: NotRequired[list[Quota]]
+    """Capacity ladder instead of `quotas`: the same `{flavor, chips, ...}` rungs in preference order (reservation, spot, flex-start, on-demand, queued flex-start). Kueue tries the rungs in order and stops at the first that fits now, trying the next instead of preempting, so a workload lands on the cheapest capacity free now and reaches queued flex-start (DWS) only when the rest is full. Each rung's flavor must select one capacity mode, and its quota may not exceed what the flavor's pools provide, `allowOvercommit` or not."""
+    ladder_preference: NotRequired[FlavorPreference]
+    """Ladder only: when every rung needs borrowing or preemption, prefer `BorrowingOverPreemption` or `PreemptionOverBorrowing` (Kueue `flavorFungibility.preference`). Setting it also makes Kueue try the next rung rather than borrow (Kueue allows a preference only with `whenCanBorrow: TryNextFlavor`). Unset: borrowing cohort quota on a cheaper rung beats the queue's own quota on a dearer one."""
     preemption: NotRequired[Preemption]
     """Kueue admission-time preemption."""
     queueing_strategy: NotRequired[QueueingStrategy]
@@ -437,6 +452,19 @@ class LocalQueueSpec(TypedDict):
     """ClusterQueue it submits to."""
 
 
+class QueuedProvisioningSettings(TypedDict):
+    """The AdmissionCheck and ProvisioningRequestConfig for queued-provisioning pools: name and retries."""
+
+    name: NotRequired[str]
+    """Name of the AdmissionCheck and of the ProvisioningRequestConfig it references (created only when a pool has `capacity.queuedProvisioning`)."""
+    backoff_limit_count: NotRequired[int]
+    """Times Kueue retries a failed or expired ProvisioningRequest before the workload is evicted and requeued (ProvisioningRequestConfig `retryStrategy.backoffLimitCount`)."""
+    backoff_base_seconds: NotRequired[int]
+    """Retry backoff base (`retryStrategy.backoffBaseSeconds`)."""
+    backoff_max_seconds: NotRequired[int]
+    """Retry backoff ceiling (`retryStrategy.backoffMaxSeconds`)."""
+
+
 class QueuesConfig(TypedDict):
     """Kueue flavors, cohorts and queues."""
 
@@ -452,6 +480,8 @@ class QueuesConfig(TypedDict):
     """Allow nominal quotas above the chips provisioned (e.g. for flex-start or scale-to-zero pools that grow on demand)."""
     manage_namespaces: NotRequired[bool]
     """Declare the LocalQueues' namespaces (except built-in ones such as `default`)."""
+    queued_provisioning: NotRequired[QueuedProvisioningSettings]
+    """The AdmissionCheck and ProvisioningRequestConfig for queued-provisioning pools: name and retries."""
 
 
 class HotswapMode(StrEnum):

@@ -22,6 +22,7 @@ from components.config import CONFIG_PATH, ConfigError, PlatformConfig, parse_pl
 from components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
 from components.config.resolved import effective_cluster_queues, effective_local_queues
 from components.priorities import preemption_policy
+from components.queues.provisioning import ladder_fungibility
 from tools.manifests import helm_charts, kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
 from tools.resources import ProgramRun
@@ -98,9 +99,10 @@ def queue_plan(config: PlatformConfig) -> list[str]:
         ),
     ]
     queues = effective_cluster_queues(config.queues, config.flavors)
+    flavors = {f.name: f for f in config.flavors}
     nominal: dict[str, int] = {}
     for cq in queues:
-        for q in cq.quotas:
+        for q in cq.flavor_quotas:
             nominal[q.flavor] = nominal.get(q.flavor, 0) + q.chips
     out += [
         "",
@@ -121,24 +123,50 @@ def queue_plan(config: PlatformConfig) -> list[str]:
         ),
     ]
     rows = []
+    check = config.queues.queued_provisioning.name
     for cq in queues:
-        for q in cq.quotas:
+        for rung, q in enumerate(cq.flavor_quotas, start=1):
+            flavor = flavors.get(q.flavor)
             rows.append(
                 [
                     cq.name,
                     cq.cohort or "",
                     ",".join(cq.namespaces) or "(selector)",
+                    rung if cq.ladder is not None else "",
                     q.flavor,
+                    ",".join(flavor.capacity_classes) if flavor else "",
                     q.chips,
                     "" if q.borrowing_limit is None else q.borrowing_limit,
                     "" if q.lending_limit is None else q.lending_limit,
+                    check if flavor is not None and flavor.queued else "",
                 ]
             )
     out += [
         "",
         f"ClusterQueues (fair sharing: {'on' if config.fair_sharing else 'off'})",
-        _table(["clusterQueue", "cohort", "namespaces", "flavor", "chips", "borrow limit", "lend limit"], rows),
+        _table(
+            [
+                "clusterQueue",
+                "cohort",
+                "namespaces",
+                "rung",
+                "flavor",
+                "capacity",
+                "chips",
+                "borrow limit",
+                "lend limit",
+                "admission check",
+            ],
+            rows,
+        ),
     ]
+    for cq in queues:
+        if cq.ladder is not None:
+            fungibility = ladder_fungibility(cq)
+            out.append(
+                f"  ladder {cq.name}: rungs tried in order 1..{len(cq.ladder)}; "
+                + ", ".join(f"{k}={v}" for k, v in fungibility.items())
+            )
     lqs = effective_local_queues(config.queues)
     out += [
         "",

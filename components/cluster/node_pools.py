@@ -101,10 +101,11 @@ def build_tpu_pool(ctx: PoolContext, spec: TpuPoolSpec) -> gcp.container.NodePoo
     capacity = group.capacity.mode
     flex = capacity is CapacityMode.FLEX_START
     autoscaled = flex or group.scale_to_zero
+    queued = group.capacity.queued_provisioning
     labels = {
         **group.labels,
         POOL_GROUP_LABEL: group.name,
-        CAPACITY_LABEL: capacity.value,
+        CAPACITY_LABEL: group.capacity.capacity_class,
     }
     taints = [{"key": tpu_shapes.TPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}]
     taints += [{"key": t.key, "value": t.value, "effect": t.effect.value} for t in group.taints]
@@ -125,7 +126,9 @@ def build_tpu_pool(ctx: PoolContext, spec: TpuPoolSpec) -> gcp.container.NodePoo
         node_config["spot"] = True
     if flex:
         node_config["flex_start"] = True
-        if group.capacity.max_run_duration:
+        # Queued pools get their run time from the ProvisioningRequest (maxRunDurationSeconds, set by the
+        # ProvisioningRequestConfig), as GKE's queued-provisioning docs do; flex-start VMs from the node config.
+        if group.capacity.max_run_duration and not queued:
             node_config["max_run_duration"] = group.capacity.max_run_duration
     args: dict[str, Any] = {
         "name": spec.pool_name,
@@ -147,6 +150,11 @@ def build_tpu_pool(ctx: PoolContext, spec: TpuPoolSpec) -> gcp.container.NodePoo
     }
     if shape.multi_host:
         args["placement_policy"] = {"type": "COMPACT", "tpu_topology": shape.topology}
+    if queued:
+        # GKE's queued provisioning: nodes only through ProvisioningRequests (`--enable-queued-provisioning` with
+        # `--flex-start`, autoscaling from 0, `--location-policy=ANY`, `--reservation-affinity=none`,
+        # `--no-enable-autorepair`; all set by the flex-start branch here).
+        args["queued_provisioning"] = {"enabled": True}
     if flex:
         # Per-zone limits, not total_*: the provider mishandles total limits on TPU flex-start pools (Cluster
         # Toolkit's gke-node-pool module works around the same bug this way). A pool has exactly one zone, so the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
@@ -21,9 +22,9 @@ from components.config.hotswap import HotswapSettings
 from components.config.inputs import InputStr
 from components.config.kueue import JobSetSettings, KueueSettings
 from components.config.priorities import PriorityTier, default_tiers
-from components.config.queues import RESERVED_NAMESPACES, QueuesConfig
+from components.config.queues import LADDER_ORDER, RESERVED_NAMESPACES, ClusterQueueSpec, QueuesConfig
 from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
-from components.config.tpu import CAPACITY_LABEL, CapacityMode, TpuPoolGroup
+from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
 
 CONFIG_KEY = "platform"
 CONFIG_PATH = f"gke-tpu-priority:{CONFIG_KEY}"
@@ -119,6 +120,7 @@ class PlatformConfig(ConfigModel):
                 )
         flex = [i for i, g in enumerate(self.tpu_pools) if g.capacity.mode is CapacityMode.FLEX_START]
         problems += version_floor_problems(self.cluster.min_master_version, gke_version_needs(flex))
+        problems += self._queued_provisioning_problems()
         problems += self._priority_problems()
         if not problems:
             problems += self._queue_problems()
@@ -168,6 +170,32 @@ class PlatformConfig(ConfigModel):
                 )
         return problems
 
+    @property
+    def queued_provisioning(self) -> bool:
+        """Whether any pool uses queued provisioning (the stack then gets the AdmissionCheck and its config)."""
+        return any(g.capacity.queued_provisioning for g in self.tpu_pools)
+
+    @property
+    def queued_max_run_duration(self) -> str | None:
+        """The one maxRunDuration every queued-provisioning pool agrees on (validated), if any sets it."""
+        durations = {g.capacity.max_run_duration for g in self.tpu_pools if g.capacity.queued_provisioning}
+        durations.discard(None)
+        return next(iter(durations), None)
+
+    def _queued_provisioning_problems(self) -> list[str]:
+        """Queued-provisioning pools share one ProvisioningRequestConfig, so its maxRunDurationSeconds must fit all."""
+        queued = [(i, g) for i, g in enumerate(self.tpu_pools) if g.capacity.queued_provisioning]
+        durations = {g.capacity.max_run_duration or "unset (7 days)" for _, g in queued}
+        if len(durations) <= 1:
+            return []
+        listed = ", ".join(f"tpuPools[{i}] {g.capacity.max_run_duration or 'unset'}" for i, g in queued)
+        first = queued[0][0]
+        return [
+            f".tpuPools[{first}].capacity.maxRunDuration: queued-provisioning pools share one "
+            f"ProvisioningRequestConfig (parameter maxRunDurationSeconds), so their maxRunDuration must agree; "
+            f"they have {listed} — give them the same value"
+        ]
+
     def _queue_problems(self) -> list[str]:
         problems: list[str] = []
         flavors = {f.name: f for f in self.flavors}
@@ -177,20 +205,40 @@ class PlatformConfig(ConfigModel):
                     f".queues.flavors[{i}]: flavor {flavor.name!r} matches no TPU pool; pools provide "
                     f"{', '.join(sorted({g.shape.key for g in self.tpu_pools}))}"
                 )
+            if flavor.queued and len(flavor.capacity_classes) > 1:
+                problems.append(
+                    f".queues.flavors[{i}]: flavor {flavor.name!r} matches queued-provisioning pools and pools of "
+                    f"capacity {', '.join(c for c in flavor.capacity_classes if c != QUEUED_CAPACITY)} "
+                    f"({', '.join(flavor.pools)}); the admission check would send every workload on it to Dynamic "
+                    "Workload Scheduler. Split it with `capacity: flex-start, queuedProvisioning: true`"
+                )
         nominal: dict[str, int] = {}
         queues = effective_cluster_queues(self.queues, self.flavors)
         for i, cq in enumerate(queues):
-            for j, quota in enumerate(cq.quotas):
+            field = "ladder" if cq.ladder is not None else "quotas"
+            for j, quota in enumerate(cq.flavor_quotas):
                 if quota.flavor not in flavors:
                     problems.append(
-                        f".queues.clusterQueues[{i}].quotas[{j}].flavor: {quota.flavor!r} is not a flavor of this "
+                        f".queues.clusterQueues[{i}].{field}[{j}].flavor: {quota.flavor!r} is not a flavor of this "
                         f"stack (flavors: {', '.join(sorted(flavors))})"
                     )
                     continue
                 nominal[quota.flavor] = nominal.get(quota.flavor, 0) + quota.chips
+            if cq.ladder is not None:
+                problems += _ladder_order_problems(i, cq, flavors)
+        laddered = {q.flavor for cq in queues if cq.ladder is not None for q in cq.flavor_quotas}
+        for name, chips in sorted(nominal.items()):
+            if name in laddered and chips > flavors[name].chips:
+                problems.append(
+                    f".queues: ladder rung flavor {name!r} has {chips} chips of nominal quota across ClusterQueues but "
+                    f"its pools provide {flavors[name].chips}; a ladder falls through to the next rung only when a "
+                    "rung's quota is used up, so quota above the capacity would admit workloads onto nodes that are "
+                    "not there instead of the next rung (`allowOvercommit` does not apply to ladder rungs); lower "
+                    f"the rung quotas to {flavors[name].chips} chips in total"
+                )
         if not self.queues.allow_overcommit:
             for name, chips in sorted(nominal.items()):
-                if chips > flavors[name].chips:
+                if chips > flavors[name].chips and name not in laddered:
                     problems.append(
                         f".queues: ClusterQueues' nominal quota for flavor {name!r} totals {chips} chips but its "
                         f"pools provide {flavors[name].chips}; lower the quotas or set "
@@ -207,6 +255,33 @@ class PlatformConfig(ConfigModel):
             if lq.namespace in RESERVED_NAMESPACES[1:]:
                 problems.append(f".queues.localQueues[{i}].namespace: {lq.namespace!r} is a system namespace")
         return problems
+
+
+def _ladder_order_problems(index: int, cq: ClusterQueueSpec, flavors: dict[str, Flavor]) -> list[str]:
+    """Each rung selects one capacity mode, and the rungs go cheapest and quickest first, queued flex-start last."""
+    problems: list[str] = []
+    where = f".queues.clusterQueues[{index}].ladder"
+    ranks: list[tuple[int, int, str]] = []
+    for j, rung in enumerate(cq.flavor_quotas):
+        flavor = flavors.get(rung.flavor)
+        if flavor is None or not flavor.capacity_classes:
+            continue  # unknown or empty flavors are reported on their own
+        if len(flavor.capacity_classes) > 1:
+            problems.append(
+                f"{where}[{j}].flavor: {rung.flavor!r} spans capacity modes {', '.join(flavor.capacity_classes)}; a "
+                "ladder rung must be one mode (declare `queues.flavors` with `capacity`, or let the package derive "
+                "per-mode flavors)"
+            )
+            continue
+        ranks.append((LADDER_ORDER.index(flavor.capacity_classes[0]), j, flavor.capacity_classes[0]))
+    for (rank, _, mode), (next_rank, j, next_mode) in itertools.pairwise(ranks):
+        if next_rank < rank:
+            problems.append(
+                f"{where}[{j}].flavor: {cq.flavor_quotas[j].flavor!r} ({next_mode}) comes after a {mode} rung; a "
+                f"ladder lists capacity in the order {', '.join(LADDER_ORDER)} so a workload takes the cheapest "
+                "capacity free now and waits for Dynamic Workload Scheduler only when the rest is full"
+            )
+    return problems
 
 
 def existing_cluster_problems(config: PlatformConfig) -> list[str]:

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from components.config.base import ConfigModel, problems_error
 from components.config.priorities import NAME_PATTERN
-from components.config.tpu import CapacityMode
+from components.config.tpu import QUEUED_CAPACITY, CapacityMode
 
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -36,6 +36,16 @@ class QueueingStrategy(StrEnum):
     STRICT_FIFO = "StrictFIFO"
 
 
+class FlavorPreference(StrEnum):
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+# Ladder rungs in the only order the ladder accepts: capacity already paid for, then the cheapest that is there now,
+# then capacity that may take a while. Queued flex-start waits on Dynamic Workload Scheduler, so it is always last.
+LADDER_ORDER = ("reservation", "spot", "flex-start", "on-demand", QUEUED_CAPACITY)
+
+
 class FlavorSpec(ConfigModel):
     name: str = Field(pattern=NAME_PATTERN, max_length=63, description="ResourceFlavor name.")
     topology: str | None = Field(
@@ -43,6 +53,28 @@ class FlavorSpec(ConfigModel):
     )
     machine_type: str | None = Field(default=None, description="Only this machine type (needed to split 2x4 shapes).")
     capacity: CapacityMode | None = Field(default=None, description="Only pools with this capacity mode.")
+    queued_provisioning: bool | None = Field(
+        default=None,
+        description="With capacity `flex-start`: `true` selects only queued-provisioning pools, `false` (or unset) "
+        "only the others (the flavor selects the capacity node label `flex-start-queued` or `flex-start`).",
+    )
+
+    @property
+    def capacity_class(self) -> str | None:
+        """The capacity node label value this flavor selects, if any."""
+        if self.capacity is None:
+            return None
+        return QUEUED_CAPACITY if self.queued_provisioning else self.capacity.value
+
+    @model_validator(mode="after")
+    def _queued_needs_flex_start(self) -> FlavorSpec:
+        if self.queued_provisioning is not None and self.capacity is not CapacityMode.FLEX_START:
+            shown = "unset" if self.capacity is None else f"`{self.capacity.value}`"
+            raise ValueError(
+                f".queuedProvisioning: only valid with capacity `flex-start` (capacity is {shown}); set "
+                "`capacity: flex-start` or remove it"
+            )
+        return self
 
 
 class Quota(ConfigModel):
@@ -91,7 +123,24 @@ class ClusterQueueSpec(ConfigModel):
         description="Raw label selector instead of `namespaces`; `{}` admits every namespace. A ClusterQueue "
         "without a selector admits no namespace.",
     )
-    quotas: list[Quota] = Field(min_length=1, description="Chip quotas per flavor.")
+    quotas: list[Quota] = Field(
+        default_factory=list, description="Chip quotas per flavor (or `ladder`, not both; one of them is required)."
+    )
+    ladder: list[Quota] | None = Field(
+        default=None,
+        description="Capacity ladder instead of `quotas`: the same `{flavor, chips, ...}` rungs in preference order "
+        "(reservation, spot, flex-start, on-demand, queued flex-start). Kueue tries the rungs in order and stops at "
+        "the first that fits now, trying the next instead of preempting, so a workload lands on the cheapest capacity "
+        "free now and reaches queued flex-start (DWS) only when the rest is full. Each rung's flavor must select one "
+        "capacity mode, and its quota may not exceed what the flavor's pools provide, `allowOvercommit` or not.",
+    )
+    ladder_preference: FlavorPreference | None = Field(
+        default=None,
+        description="Ladder only: when every rung needs borrowing or preemption, prefer `BorrowingOverPreemption` or "
+        "`PreemptionOverBorrowing` (Kueue `flavorFungibility.preference`). Setting it also makes Kueue try the next "
+        "rung rather than borrow (Kueue allows a preference only with `whenCanBorrow: TryNextFlavor`). Unset: "
+        "borrowing cohort quota on a cheaper rung beats the queue's own quota on a dearer one.",
+    )
     preemption: Preemption = Field(default_factory=Preemption, description="Kueue admission-time preemption.")
     queueing_strategy: QueueingStrategy = Field(default=QueueingStrategy.BEST_EFFORT_FIFO, description="Ordering.")
     fair_sharing_weight: str | None = Field(
@@ -108,20 +157,36 @@ class ClusterQueueSpec(ConfigModel):
             )
         if self.namespaces and self.namespace_selector is not None:
             problems.append(": set either `namespaces` or `namespaceSelector`, not both")
+        field = "ladder" if self.ladder is not None else "quotas"
+        if self.ladder is not None and self.quotas:
+            problems.append(
+                ": set either `quotas` or `ladder`, not both (a ladder lists the quotas in preference order)"
+            )
+        elif self.ladder is None and not self.quotas:
+            problems.append(": needs `quotas` (chips per flavor) or `ladder` (the same, in preference order)")
+        elif self.ladder is not None and not self.ladder:
+            problems.append(".ladder: lists no rung; give at least one `{flavor, chips}`")
+        if self.ladder is None and self.ladder_preference is not None:
+            problems.append(".ladderPreference: only valid with `ladder`")
         seen: set[str] = set()
-        for i, quota in enumerate(self.quotas):
+        for i, quota in enumerate(self.flavor_quotas):
             if quota.flavor in seen:
-                problems.append(f".quotas[{i}].flavor: {quota.flavor!r} appears twice; merge the quotas")
+                problems.append(f".{field}[{i}].flavor: {quota.flavor!r} appears twice; merge the quotas")
             seen.add(quota.flavor)
             if quota.lending_limit is not None and quota.lending_limit > quota.chips:
-                problems.append(f".quotas[{i}].lendingLimit: {quota.lending_limit} exceeds the quota {quota.chips}")
+                problems.append(f".{field}[{i}].lendingLimit: {quota.lending_limit} exceeds the quota {quota.chips}")
             if self.cohort is None and (quota.borrowing_limit is not None or quota.lending_limit is not None):
-                problems.append(f".quotas[{i}]: borrowingLimit/lendingLimit need a `cohort` to borrow from or lend to")
+                problems.append(f".{field}[{i}]: borrowingLimit/lendingLimit need a `cohort` to borrow from or lend to")
         if self.cohort is None and self.preemption.borrow_within_cohort is not None:
             problems.append(".preemption.borrowWithinCohort: needs a `cohort`")
         if problems:
             raise problems_error(problems)
         return self
+
+    @property
+    def flavor_quotas(self) -> list[Quota]:
+        """The queue's quotas in resource-group order: the ladder's rungs, or `quotas`."""
+        return list(self.ladder) if self.ladder is not None else list(self.quotas)
 
 
 class LocalQueueSpec(ConfigModel):
@@ -136,6 +201,38 @@ class CohortSpec(ConfigModel):
     fair_sharing_weight: str | None = Field(
         default=None, pattern=r"^[0-9]+(\.[0-9]+)?$", description="Fair-sharing weight of this cohort in its parent."
     )
+
+
+class QueuedProvisioningSettings(ConfigModel):
+    name: str = Field(
+        default="tpu-queued-provisioning",
+        pattern=NAME_PATTERN,
+        max_length=63,
+        description="Name of the AdmissionCheck and of the ProvisioningRequestConfig it references (created only when "
+        "a pool has `capacity.queuedProvisioning`).",
+    )
+    backoff_limit_count: int = Field(
+        default=3,
+        ge=0,
+        le=2**31 - 1,
+        description="Times Kueue retries a failed or expired ProvisioningRequest before the workload is evicted "
+        "and requeued (ProvisioningRequestConfig `retryStrategy.backoffLimitCount`).",
+    )
+    backoff_base_seconds: int = Field(
+        default=60, ge=0, le=2**31 - 1, description="Retry backoff base (`retryStrategy.backoffBaseSeconds`)."
+    )
+    backoff_max_seconds: int = Field(
+        default=1800, ge=0, le=2**31 - 1, description="Retry backoff ceiling (`retryStrategy.backoffMaxSeconds`)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> QueuedProvisioningSettings:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError(
+                f".backoffMaxSeconds: {self.backoff_max_seconds} is below backoffBaseSeconds "
+                f"{self.backoff_base_seconds}; the ceiling must be at least the base"
+            )
+        return self
 
 
 class QueuesConfig(ConfigModel):
@@ -159,6 +256,10 @@ class QueuesConfig(ConfigModel):
     )
     manage_namespaces: bool = Field(
         default=True, description="Declare the LocalQueues' namespaces (except built-in ones such as `default`)."
+    )
+    queued_provisioning: QueuedProvisioningSettings = Field(
+        default_factory=QueuedProvisioningSettings,
+        description="The AdmissionCheck and ProvisioningRequestConfig for queued-provisioning pools: name and retries.",
     )
 
     @model_validator(mode="after")

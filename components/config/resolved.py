@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from components import tpu_shapes
 from components.config.queues import ClusterQueueSpec, FlavorSpec, LocalQueueSpec, QueuesConfig, Quota
-from components.config.tpu import CAPACITY_LABEL, TpuPoolGroup
+from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, TpuPoolGroup
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 DEFAULT_TEAM_NAMESPACE = "tpu-training"
@@ -22,6 +22,13 @@ class Flavor:
     chips: int
     slices: int
     pools: tuple[str, ...]
+    capacity_classes: tuple[str, ...] = ()
+    """Capacity label values of the matched pools (`reservation`, `spot`, ..., `flex-start-queued`), sorted."""
+
+    @property
+    def queued(self) -> bool:
+        """Whether the flavor's nodes come through queued provisioning (it then needs the admission check)."""
+        return QUEUED_CAPACITY in self.capacity_classes
 
 
 def _matches(spec: FlavorSpec, group: TpuPoolGroup) -> bool:
@@ -29,7 +36,7 @@ def _matches(spec: FlavorSpec, group: TpuPoolGroup) -> bool:
     return (
         (spec.topology is None or spec.topology == shape.topology)
         and (spec.machine_type is None or spec.machine_type == shape.machine_type)
-        and (spec.capacity is None or spec.capacity == group.capacity.mode)
+        and (spec.capacity_class is None or spec.capacity_class == group.capacity.capacity_class)
     )
 
 
@@ -39,18 +46,19 @@ def _labels(spec: FlavorSpec) -> tuple[tuple[str, str], ...]:
         labels.append((tpu_shapes.TOPOLOGY_LABEL, spec.topology))
     if spec.machine_type is not None:
         labels.append((INSTANCE_TYPE_LABEL, spec.machine_type))
-    if spec.capacity is not None:
-        labels.append((CAPACITY_LABEL, spec.capacity.value))
+    if spec.capacity_class is not None:
+        labels.append((CAPACITY_LABEL, spec.capacity_class))
     return tuple(labels)
 
 
 def derived_flavor_specs(pools: list[TpuPoolGroup]) -> list[FlavorSpec]:
-    """One flavor per slice shape; split by capacity mode where one shape mixes capacity modes."""
+    """One flavor per slice shape; split by capacity mode where one shape mixes capacity modes (queued flex-start
+    counting as a mode of its own)."""
     modes: dict[str, set[str]] = defaultdict(set)
     shapes: dict[str, tpu_shapes.SliceShape] = {}
     for group in pools:
         shapes[group.shape.key] = group.shape
-        modes[group.shape.key].add(group.capacity.mode.value)
+        modes[group.shape.key].add(group.capacity.capacity_class)
     specs: list[FlavorSpec] = []
     for key in sorted(shapes, key=lambda k: (shapes[k].chips, k)):
         shape = shapes[key]
@@ -60,13 +68,15 @@ def derived_flavor_specs(pools: list[TpuPoolGroup]) -> list[FlavorSpec]:
             specs.append(FlavorSpec(name=f"v6e-{key}", topology=shape.topology, machine_type=machine))
         else:
             for mode in sorted(modes[key]):
+                queued = mode == QUEUED_CAPACITY
                 specs.append(
                     FlavorSpec.model_validate(
                         {
                             "name": f"v6e-{key}-{mode}",
                             "topology": shape.topology,
                             "machineType": machine,
-                            "capacity": mode,
+                            "capacity": "flex-start" if queued else mode,
+                            **({"queuedProvisioning": True} if queued else {}),
                         }
                     )
                 )
@@ -85,6 +95,7 @@ def resolve_flavors(queues: QueuesConfig, pools: list[TpuPoolGroup]) -> list[Fla
                 chips=sum(g.chips for g in matched),
                 slices=sum(g.slices for g in matched),
                 pools=tuple(g.name for g in matched),
+                capacity_classes=tuple(sorted({g.capacity.capacity_class for g in matched})),
             )
         )
     return flavors

@@ -17,6 +17,16 @@ MAX_POOL_NAME = 40
 CAPACITY_LABEL = "gke-tpu-priority.io/capacity"
 # Flex-start (Dynamic Workload Scheduler) provisions capacity for at most seven days (GKE, Cloud TPU flex-start docs).
 FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
+# Capacity label value of flex-start pools with queued provisioning: their nodes only come through ProvisioningRequests,
+# so a flavor must never mix them with flex-start pools that scale on pending pods.
+QUEUED_CAPACITY = "flex-start-queued"
+# What GKE puts on nodes it creates for flex-start and queued provisioning (GKE provisioningrequest and flex-start docs;
+# XPK's flex-start node selector and Cluster Toolkit's DWS module use the same keys). The package never sets these: it
+# tolerates the taint on queued flavors and selects its own CAPACITY_LABEL.
+# Taint `=true:NoSchedule` and label `=true` on queued-provisioning nodes.
+GKE_QUEUED_KEY = "cloud.google.com/gke-queued"
+GKE_FLEX_START_LABEL = "cloud.google.com/gke-flex-start"  # `=true` on flex-start nodes
+GKE_PROVISIONING_REQUEST_LABEL = "autoscaling.gke.io/provisioning-request"  # the ResizeRequest a node was made for
 LABEL_KEY_PATTERN = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
@@ -62,9 +72,25 @@ class Capacity(ConfigModel):
         pattern=r"^\d+s$",
         description=(
             "flex-start only: maximum VM run time in seconds, e.g. `86400s`; at most `604800s` (7 days, flex-start's "
-            "limit), GKE's default (7 days) when unset."
+            "limit), GKE's default (7 days) when unset. With `queuedProvisioning` it becomes the ProvisioningRequest "
+            "parameter `maxRunDurationSeconds` (all queued pools share one ProvisioningRequestConfig, so they must "
+            "agree)."
         ),
     )
+    queued_provisioning: bool = Field(
+        default=False,
+        description=(
+            "flex-start only: queued provisioning (Dynamic Workload Scheduler's ProvisioningRequest API). The pool "
+            "gets `queuedProvisioning.enabled`, so its nodes come only through a ProvisioningRequest, which Kueue's "
+            "`kueue.x-k8s.io/provisioning-request` admission check creates for workloads admitted on its flavor; all "
+            "slices of a workload arrive together or not at all."
+        ),
+    )
+
+    @property
+    def capacity_class(self) -> str:
+        """The value of the pool's capacity node label: the mode, or `flex-start-queued`."""
+        return QUEUED_CAPACITY if self.queued_provisioning else self.mode.value
 
     @model_validator(mode="after")
     def _reservation_matches_mode(self) -> Capacity:
@@ -75,6 +101,11 @@ class Capacity(ConfigModel):
             problems.append(
                 f".reservation: only valid with mode `reservation` (mode is `{self.mode.value}`); "
                 "spot, on-demand and flex-start capacity cannot consume a reservation — remove it or change mode"
+            )
+        if self.queued_provisioning and self.mode is not CapacityMode.FLEX_START:
+            problems.append(
+                f".queuedProvisioning: only valid with mode `flex-start` (mode is `{self.mode.value}`); GKE queues "
+                "capacity requests only for flex-start pools — set `mode: flex-start` or remove it"
             )
         if self.max_run_duration is not None and self.mode is not CapacityMode.FLEX_START:
             problems.append(".maxRunDuration: only valid with mode `flex-start`")

@@ -15,6 +15,7 @@ from components.queues.objects import (
     local_queue,
     resource_flavor,
 )
+from components.queues.provisioning import admission_check, cluster_queue_extras, provisioning_request_config
 from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuQueues"
@@ -57,10 +58,28 @@ class TpuQueues(pulumi.ComponentResource):
                 parent = [self.cohorts[c.parent]] if c.parent else []
                 self.cohorts[c.name] = KubernetesObject(f"{name}-cohort-{c.name}", cohort(c), fixed(*parent))
                 pending.remove(c)
+        # Queued provisioning: the ProvisioningRequestConfig, then the AdmissionCheck naming it (its controller marks
+        # the check inactive while the config is missing), then the ClusterQueues that apply it.
+        settings = config.queues.queued_provisioning
+        self.admission_checks: list[KubernetesObject] = []
+        if config.queued_provisioning:
+            prc = KubernetesObject(
+                f"{name}-prc-{settings.name}",
+                provisioning_request_config(settings, config.queued_max_run_duration),
+                fixed(),
+            )
+            self.admission_checks.append(
+                KubernetesObject(f"{name}-ac-{settings.name}", admission_check(settings), fixed(prc))
+            )
         self.cluster_queues: dict[str, KubernetesObject] = {}
         for cq in effective_cluster_queues(config.queues, flavors):
-            cq_deps: list[pulumi.Resource] = [*self.flavors, *([self.cohorts[cq.cohort]] if cq.cohort else [])]
-            self.cluster_queues[cq.name] = KubernetesObject(f"{name}-cq-{cq.name}", cluster_queue(cq), fixed(*cq_deps))
+            cq_deps: list[pulumi.Resource] = [
+                *self.flavors,
+                *self.admission_checks,
+                *([self.cohorts[cq.cohort]] if cq.cohort else []),
+            ]
+            body = cluster_queue(cq, cluster_queue_extras(cq, flavors, settings.name))
+            self.cluster_queues[cq.name] = KubernetesObject(f"{name}-cq-{cq.name}", body, fixed(*cq_deps))
         self.namespaces: dict[str, pulumi.Resource] = {}
         local_specs = effective_local_queues(config.queues)
         if config.queues.manage_namespaces:

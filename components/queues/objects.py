@@ -7,11 +7,13 @@ from typing import Any
 from components import tpu_shapes
 from components.config.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from components.config.resolved import Flavor
+from components.config.tpu import GKE_QUEUED_KEY
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gke-tpu-priority"}
 TPU_TOLERATION = {"key": tpu_shapes.TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+QUEUED_TOLERATION = {"key": GKE_QUEUED_KEY, "operator": "Exists", "effect": "NoSchedule"}
 # TPU containers need no privileged mode on GKE >= 1.28, so team namespaces can enforce the baseline standard.
 TEAM_NAMESPACE_LABELS = {
     "pod-security.kubernetes.io/enforce": "baseline",
@@ -21,6 +23,10 @@ TEAM_NAMESPACE_LABELS = {
 
 
 def resource_flavor(flavor: Flavor) -> dict[str, Any]:
+    tolerations = [dict(TPU_TOLERATION)]
+    if flavor.queued:
+        # GKE taints queued-provisioning nodes; Kueue adds the flavor's tolerations to the pods it admits there.
+        tolerations.append(dict(QUEUED_TOLERATION))
     return {
         "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
@@ -28,7 +34,7 @@ def resource_flavor(flavor: Flavor) -> dict[str, Any]:
         "spec": {
             "nodeLabels": dict(flavor.node_labels),
             # Kueue adds these to admitted pods, so a JobSet needs no TPU toleration of its own to land here.
-            "tolerations": [dict(TPU_TOLERATION)],
+            "tolerations": tolerations,
         },
     }
 
@@ -62,7 +68,8 @@ def _quota(quota: Any) -> dict[str, Any]:
     return {"name": quota.flavor, "resources": [resource]}
 
 
-def cluster_queue(spec: ClusterQueueSpec) -> dict[str, Any]:
+def cluster_queue(spec: ClusterQueueSpec, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ClusterQueue; `extra` adds spec fields built elsewhere (the ladder's flavorFungibility, admission checks)."""
     preemption: dict[str, Any] = {
         "withinClusterQueue": spec.preemption.within_cluster_queue.value,
         "reclaimWithinCohort": spec.preemption.reclaim_within_cohort.value,
@@ -77,7 +84,7 @@ def cluster_queue(spec: ClusterQueueSpec) -> dict[str, Any]:
         "queueingStrategy": spec.queueing_strategy.value,
         # Quotas are in chips; CPU and memory are excluded from Kueue's accounting (kueue.excludeResourcePrefixes).
         "resourceGroups": [
-            {"coveredResources": [tpu_shapes.TPU_RESOURCE], "flavors": [_quota(q) for q in spec.quotas]}
+            {"coveredResources": [tpu_shapes.TPU_RESOURCE], "flavors": [_quota(q) for q in spec.flavor_quotas]}
         ],
         "preemption": preemption,
     }
@@ -85,6 +92,7 @@ def cluster_queue(spec: ClusterQueueSpec) -> dict[str, Any]:
         body["cohortName"] = spec.cohort
     if spec.fair_sharing_weight:
         body["fairSharing"] = {"weight": spec.fair_sharing_weight}
+    body.update(extra or {})
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",

@@ -10,7 +10,10 @@ schema half is tests/support/crd_validation.py; this module is the webhook half,
   delegates to (``pkg/controller/jobframework/validation.go``).
 * Kueue v0.19.2 ``pkg/webhooks``: ClusterQueue, Cohort and ResourceFlavor validators, and the Workload update
   rule the reconciler's writes meet. LocalQueue has a webhook
-  with no validator, and WorkloadPriorityClass and Topology have none (``pkg/webhooks/webhooks.go``).
+  with no validator, and WorkloadPriorityClass, Topology, AdmissionCheck and ProvisioningRequestConfig have none
+  (``pkg/webhooks/webhooks.go``). For AdmissionCheck the ProvisioningRequest controller's parameters check
+  (``pkg/util/admissioncheck/admissioncheck.go`` ``refValidForGK``) is mirrored instead: it does not refuse the
+  object, but leaves the check inactive, so nothing is admitted through it.
 
 Each check names the upstream function it mirrors in ``Problem.rule``. Rules that depend on cluster state
 (existing PVCs, default LocalQueues) or on feature gates we do not enable are out of scope; they are listed in
@@ -542,6 +545,35 @@ def resource_flavor_problems(rf: Mapping[str, Any], old: Mapping[str, Any] | Non
     return out
 
 
+KUEUE_ADMISSIONCHECK_UTIL = "kueue v0.19.2 pkg/util/admissioncheck/admissioncheck.go"
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+
+
+def admission_check_problems(ac: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
+    """AdmissionCheck has no webhook in v0.19.2 (pkg/webhooks/webhooks.go registers none), so the API server takes
+    any schema-valid one; but Kueue's ProvisioningRequest controller (pkg/controller/admissionchecks/provisioning
+    admissioncheck_reconciler.go acReconciler.Reconcile) sets Active=False, reason BadParametersRef, when
+    ConfigHelper.ConfigFromRef -> refValidForGK refuses the parameters, and no workload is ever admitted through an
+    inactive check. This mirrors that refusal for our controller's checks (the schema already makes
+    controllerName immutable)."""
+    del old
+    spec = ac.get("spec") or {}
+    if spec.get("controllerName") != PROVISIONING_CONTROLLER:
+        return []
+    rule = f"{KUEUE_ADMISSIONCHECK_UTIL} refValidForGK"
+    ref = spec.get("parameters")
+    if ref is None:
+        return [Problem(rule, "spec.parameters", "missing parameters reference")]
+    out: list[Problem] = []
+    if not ref.get("name"):
+        out.append(Problem(rule, "spec.parameters.name", "empty name: bad parameters reference"))
+    if ref.get("apiGroup") != "kueue.x-k8s.io":
+        out.append(Problem(rule, "spec.parameters.apiGroup", f"wrong group {ref.get('apiGroup')!r}"))
+    if ref.get("kind") != "ProvisioningRequestConfig":
+        out.append(Problem(rule, "spec.parameters.kind", f"wrong kind {ref.get('kind')!r}"))
+    return out
+
+
 def _quota_reserved(workload: Mapping[str, Any]) -> bool:
     conditions = (workload.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in conditions)
@@ -583,6 +615,8 @@ CHECKERS: dict[tuple[str, str], Checker] = {
     ("kueue.x-k8s.io", "LocalQueue"): _no_validation,  # webhook registered without a validator
     ("kueue.x-k8s.io", "WorkloadPriorityClass"): _no_validation,  # no webhook
     ("kueue.x-k8s.io", "Topology"): _no_validation,  # no webhook
+    ("kueue.x-k8s.io", "AdmissionCheck"): admission_check_problems,  # no webhook; the controller's ref check
+    ("kueue.x-k8s.io", "ProvisioningRequestConfig"): _no_validation,  # no webhook; its rules are all in the CRD
 }
 WEBHOOK_GROUPS = frozenset(group for group, _ in CHECKERS)
 
@@ -617,6 +651,7 @@ def problems_in(objects: Iterable[Mapping[str, Any]]) -> list[str]:
 
 __all__ = [
     "CHECKERS",
+    "admission_check_problems",
     "NOT_MIRRORED",
     "Problem",
     "admission_problems",

@@ -555,8 +555,14 @@ _STRING_FORMATS: dict[str, Callable[[str], bool]] = {
 
 @functools.cache
 def _compiled_pattern(pattern: str) -> re.Pattern[str]:
-    # Go RE2 and Python re agree on the constructs CRDs use; `\z` is RE2's end-of-text.
-    return re.compile(pattern.replace(r"\z", r"\Z"))
+    # Go RE2 and Python re agree on the constructs CRDs use; `\z` is RE2's end-of-text. RE2 also takes a flag group
+    # such as `(?i)` mid-pattern (AdmissionCheck's `parameters.kind` is `^(?i)[a-z]...$`), applying it to the rest of
+    # the enclosing group; Python wants global flags first, so a top-level one becomes a scoped group to the end.
+    pattern = pattern.replace(r"\z", r"\Z")
+    flags = re.search(r"\(\?([a-zA-Z]+)\)", pattern)
+    if flags is not None and flags.start() > 0:
+        pattern = f"{pattern[: flags.start()]}(?{flags.group(1)}:{pattern[flags.end() :]})"
+    return re.compile(pattern)
 
 
 def _json_type(value: Any) -> str:

@@ -651,9 +651,9 @@ def problems_in(objects: Iterable[Mapping[str, Any]]) -> list[str]:
 
 __all__ = [
     "CHECKERS",
-    "admission_check_problems",
     "NOT_MIRRORED",
     "Problem",
+    "admission_check_problems",
     "admission_problems",
     "dns1035_label_problem",
     "dns1123_label_problem",

@@ -129,6 +129,9 @@ class Node:
     """`spec.unschedulable` (cordon or drain)."""
     creation_timestamp: datetime | None = None
     deletion_timestamp: datetime | None = None
+    request_owned: bool = False
+    """The node was made for a GKE ProvisioningRequest (queued provisioning, `hotswap.slices.request_owned_labels`):
+    its capacity belongs to the workload admitted through that request, never to anyone else."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,31 @@ from hotswap.model import ConditionStatus, Node, SliceShape, TaintEffect
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+# Capacity that belongs to a GKE ProvisioningRequest (flex-start with queued provisioning, Dynamic Workload
+# Scheduler; Kueue's ProvisioningRequest admission check). GKE labels and taints such nodes
+# `cloud.google.com/gke-queued=true` (NoSchedule); workloads select and tolerate it. Sources: "Run a large-scale
+# workload with flex-start with queued provisioning",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest, and the nodeSelector
+# `cloud.google.com/gke-queued: "true"` that google/xpk (capacity type FLEX_START) and the Cluster Toolkit's
+# queued-provisioning blueprints put on such workloads. Evicting the workload admitted through the request gives
+# the nodes back to GKE (Kueue deletes the request on eviction), so such a slice is never spare capacity and
+# evicting its occupant frees nothing another JobSet could use.
+QUEUED_LABEL = "cloud.google.com/gke-queued"
+QUEUED_TAINT = QUEUED_LABEL
+"""Label and NoSchedule taint of queued-provisioning nodes (value `true`). The taint is a capacity marker, not a
+health condition: `classify_groups` and the planner always tolerate it."""
+PROVISIONING_REQUEST_LABEL = "autoscaling.gke.io/provisioning-request"
+"""Names the ProvisioningRequest a node was created for (cluster autoscaler). Not found in the GKE pages the
+author could read; recognised defensively, since a node made for a request is request-owned by definition."""
+CAPACITY_LABEL = "gke-tpu-priority.io/capacity"
+"""The platform's own capacity label on the node pools it creates (branch capacity-ladder)."""
+QUEUED_CAPACITY = "flex-start-queued"
+"""`CAPACITY_LABEL` value of the platform's queued-provisioning pools."""
+FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
+"""On every flex-start node, queued or not. NOT a request marker by itself: a plain flex-start pool (no queued
+provisioning) autoscales like any other pool, and its nodes serve whichever pod the scheduler puts there."""
+MARKER_TAINTS = frozenset({QUEUED_TAINT})
 _MACHINE_CHIPS = re.compile(r"-(\d+)t$")
 # Multi-host TPU slices (v4, v5e, v5p, v6e) use 4-chip hosts; used only when neither machine type nor
 # allocatable says otherwise.
@@ -48,11 +73,28 @@ class Slice:
     """Start of the current health state when known (Unhealthy: earliest bad condition)."""
     unreachable_since: datetime | None = None
     """Earliest time a host got the unreachable taint, for opt-in fast-fail."""
+    request_owned: bool = False
+    """Some host was made for a GKE ProvisioningRequest (`Node.request_owned`): the slice belongs to the workload
+    admitted through that request. Never spare, never freed by evicting its occupant, never handed over."""
 
     @property
     def usable(self) -> bool:
-        """May be handed to a preemptor or a released victim."""
-        return self.health is SliceHealth.HEALTHY
+        """May be handed to a preemptor or a released victim (Healthy, and not a ProvisioningRequest's)."""
+        return self.health is SliceHealth.HEALTHY and not self.request_owned
+
+
+def request_owned_labels(labels: Mapping[str, str]) -> bool:
+    """Whether node labels mark a node made for a ProvisioningRequest (queued provisioning).
+
+    `cloud.google.com/gke-queued=true`, the platform's `gke-tpu-priority.io/capacity=flex-start-queued`, or any
+    `autoscaling.gke.io/provisioning-request`. `cloud.google.com/gke-flex-start` alone does not count: flex-start
+    without queued provisioning is an ordinary autoscaled pool.
+    """
+    return (
+        labels.get(QUEUED_LABEL) == "true"
+        or labels.get(CAPACITY_LABEL) == QUEUED_CAPACITY
+        or bool(labels.get(PROVISIONING_REQUEST_LABEL))
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -196,6 +238,7 @@ def classify_slice(
     shape = _shape(first.accelerator or "", first.topology or "", per_host)
     expected = expected_host_count(shape.topology, per_host)
     names = tuple(sorted([n.name for n in nodes]))
+    owned = any(n.request_owned for n in nodes)
 
     bad_times: list[datetime | None] = []
     for node in nodes:
@@ -216,13 +259,13 @@ def classify_slice(
         known = [t for t in bad_times if t is not None]
         earliest = None if len(known) < len(bad_times) else min(known)
         if earliest is None or now - earliest >= grace:
-            return Slice(pool, shape, expected, names, SliceHealth.UNHEALTHY, earliest, unreachable)
-        return Slice(pool, shape, expected, names, SliceHealth.SUSPECT, earliest, unreachable)
+            return Slice(pool, shape, expected, names, SliceHealth.UNHEALTHY, earliest, unreachable, owned)
+        return Slice(pool, shape, expected, names, SliceHealth.SUSPECT, earliest, unreachable, owned)
 
     latest = _latest_good_since(nodes)
     if latest is not None and now - latest < stabilization:
-        return Slice(pool, shape, expected, names, SliceHealth.RECOVERING, latest)
-    return Slice(pool, shape, expected, names, SliceHealth.HEALTHY, latest)
+        return Slice(pool, shape, expected, names, SliceHealth.RECOVERING, latest, None, owned)
+    return Slice(pool, shape, expected, names, SliceHealth.HEALTHY, latest, None, owned)
 
 
 def classify_slices(
@@ -244,7 +287,7 @@ def classify_groups(
     tolerated_taints: Iterable[str] = (),
 ) -> dict[str, Slice]:
     """`classify_slices` for nodes already grouped by `group_by_slice`, sorted by slice key."""
-    tolerated = frozenset(tolerated_taints)
+    tolerated = frozenset(tolerated_taints) | MARKER_TAINTS
     return {
         key: classify_slice(key, members, now, grace, stabilization, tolerated)
         for key, members in sorted(groups.items())

@@ -40,6 +40,7 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
+from hotswap.slices import QUEUED_TAINT, request_owned_labels
 
 JsonObj = dict[str, Any]
 T = TypeVar("T")
@@ -153,6 +154,7 @@ def node_from(obj: JsonObj) -> Node | None:
         unschedulable=spec.get("unschedulable") is True,
         creation_timestamp=_time(meta.get("creationTimestamp")),
         deletion_timestamp=_time(meta.get("deletionTimestamp")),
+        request_owned=request_owned_labels(labels) or any(t.key == QUEUED_TAINT for t in taints),
     )
 
 

@@ -96,6 +96,7 @@ def find_inversions(world: World) -> list[Inversion]:
             found_slice is not None
             and found_slice.health is not SliceHealth.UNHEALTHY
             and (found_slice.expected_hosts or 1) >= 2
+            and not found_slice.request_owned  # evicting the others gives it back to GKE, not to the top one
         ):
             shared.add(pool)
     if not shared:

@@ -18,7 +18,7 @@ from hotswap.planner.fence import fence, fresh_admissions, with_fenced
 from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
 from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from hotswap.planner.victims import VictimIndex, choose_victims, victim_order
-from hotswap.planner.world import Unit, World
+from hotswap.planner.world import Unit, World, on_request_capacity
 from hotswap.slices import SliceHealth
 
 
@@ -52,6 +52,8 @@ def _preemptor_refusal(world: World, unit: Unit) -> str | None:
         return "TAS ClusterQueue (Kueue replaces failed nodes itself)"
     if not unit.movable:
         return "not default exclusive node-pool placement"
+    if on_request_capacity(world, unit):
+        return "runs on ProvisioningRequest capacity (queued provisioning)"
     return None
 
 

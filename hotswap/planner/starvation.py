@@ -17,7 +17,7 @@ from datetime import datetime
 
 from hotswap.model import SliceShape
 from hotswap.planner.victims import lower_priority
-from hotswap.planner.world import Unit, World
+from hotswap.planner.world import Unit, World, on_request_capacity
 
 STARVATION = "starvation"
 """Op id suffix: a later infra failure of the same attempt is a distinct op."""
@@ -39,7 +39,7 @@ def eligible(world: World, unit: Unit, disrupted: AbstractSet[str]) -> bool:
         return False
     if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
         return False
-    return unit.movable and unit.uid not in disrupted
+    return unit.movable and unit.uid not in disrupted and not on_request_capacity(world, unit)
 
 
 def starved_units(world: World, disrupted: AbstractSet[str]) -> list[Starved]:

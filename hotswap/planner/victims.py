@@ -10,7 +10,7 @@ from itertools import takewhile
 
 from hotswap.config import Scope
 from hotswap.model import SliceShape
-from hotswap.planner.world import Unit, World
+from hotswap.planner.world import Unit, World, on_request_capacity
 
 _NOBODY: frozenset[str] = frozenset()
 
@@ -83,6 +83,9 @@ def why_not_victim(
         return "not default exclusive placement"
     if victim.cluster_queue is not None and victim.cluster_queue.uses_tas:
         return "TAS ClusterQueue"
+    if on_request_capacity(world, victim):
+        # Evicting it gives the nodes back to GKE (Kueue deletes the ProvisioningRequest): it frees nothing.
+        return "runs on ProvisioningRequest capacity"
     if world.protected(victim):
         return "protected"
     if len(world.hold_times(wl)) >= world.config.max_holds_per_window:

@@ -38,6 +38,7 @@ from hotswap.model import (
 )
 from hotswap.planner.actions import ObjectRef
 from hotswap.slices import (
+    MARKER_TAINTS,
     UNREACHABLE_TAINT,
     Slice,
     SliceHealth,
@@ -289,6 +290,8 @@ class World:
     slice), in `units` order: no other unit can have infra evidence (`infra_evidence`)."""
     idle: list[str] = field(default_factory=list)
     """Usable slices without an occupant, by name (`free_slices` less this pass's reservations)."""
+    request_owned: frozenset[str] = frozenset()
+    """Slices made for a GKE ProvisioningRequest (`Slice.request_owned`), by name: usually none."""
 
     def slice_of_pod(self, pod: Pod) -> str | None:
         if pod.node_name is None:
@@ -577,7 +580,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         annotated=annotated,
         with_pods=with_pods,
         suspects=suspects,
-        idle=[name for name, found in slices.items() if found.health is SliceHealth.HEALTHY and name not in occupants],
+        idle=[name for name, found in slices.items() if found.usable and name not in occupants],
+        request_owned=frozenset(name for name, found in slices.items() if found.request_owned),
     )
 
 
@@ -604,7 +608,7 @@ def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapCo
     """
     global _previous
     grace, stabilization = config.unhealthy_grace, config.recovery_stabilization
-    tolerated = frozenset(config.tolerated_taint_keys)
+    tolerated = frozenset(config.tolerated_taint_keys) | MARKER_TAINTS
     shapes: dict[_ShapeKey, tuple[SliceShape, int | None] | None] = {}
     slices: dict[str, Slice] = {}
     previous, _previous = _previous, {}
@@ -647,9 +651,12 @@ def _fine(
     if expected is not None and len(members) < expected:
         return None
     latest: datetime | None = None
+    owned = False
     for node in members:
         if node.ready is not ConditionStatus.TRUE or node.deletion_timestamp is not None or node.unschedulable:
             return None
+        if node.request_owned:
+            owned = True
         for taint in node.taints:
             if taint.effect is not TaintEffect.PREFER_NO_SCHEDULE and taint.key not in tolerated:
                 return None
@@ -669,10 +676,11 @@ def _fine(
         and (before.shape is shape or before.shape == shape)
         and before.expected_hosts == expected
         and before.unreachable_since is None
+        and before.request_owned is owned
         and before.name == name
     ):
         return before
-    return Slice(name, shape, expected, names, health, latest)
+    return Slice(name, shape, expected, names, health, latest, None, owned)
 
 
 def exclusive_per_slice(js: JobSet) -> bool:
@@ -758,6 +766,27 @@ def _workload_failures(
             if pool in suspect and (gone.failed or gone.disruption_reason is not None):
                 failures.setdefault(pool, []).append(gone.gone_at)
     return failures
+
+
+def on_request_capacity(world: World, unit: Unit) -> bool:
+    """The unit runs (or, per a recently departed pod, ran) on a slice made for a GKE ProvisioningRequest.
+
+    Such a JobSet was admitted through Kueue's ProvisioningRequest admission check and its pods select that
+    capacity: evicting it gives the nodes back to GKE instead of freeing them, so it is never a victim; and its
+    pods could not use reservation or spot slices, so it is never a preemptor either (its restart is Kueue's and
+    GKE's business). A unit whose request-owned slice vanished with no departed pod left to tell is not
+    recognised; the Workload's admission checks, which would, are not in the snapshot.
+    """
+    owned = world.request_owned
+    if not owned:
+        return False
+    if not owned.isdisjoint(unit.occupied):
+        return True
+    for gone in unit.departed:
+        pool = (world.node_pool_of.get(gone.node_name) if gone.node_name else None) or gone.node_pool
+        if pool in owned:
+            return True
+    return any(world.slice_of_pod(pod) in owned for pod in unit.live_pods)
 
 
 def hold_since(world: World, wl: Workload) -> datetime | None:

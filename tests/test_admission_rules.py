@@ -203,6 +203,18 @@ def test_each_kubeconfig_rule_fires(mutation: Any, path: str, detail: str) -> No
     assert ar.kubeconfig_problems("{not: [yaml") and ar.kubeconfig_problems("[]")
 
 
+def test_kubeconfig_must_be_usable() -> None:
+    doc = json.loads(token_kubeconfig("east5", "https://203.0.113.10", "Q0E=", "a-token"))
+    for mutation, path in (
+        (lambda d: d.update(clusters=[]), "kubeconfig"),
+        (lambda d: d.update({"current-context": "west4"}), "current-context"),
+        (lambda d: d["contexts"][0]["context"].update(cluster="west4"), "current-context"),
+    ):
+        bad = copy.deepcopy(doc)
+        mutation(bad)
+        assert [p.path for p in ar.kubeconfig_problems(json.dumps(bad))] == [path]
+
+
 def _manager_objects() -> list[dict[str, Any]]:
     secret = {
         "apiVersion": "v1",

@@ -712,8 +712,16 @@ def kubeconfig_problems(text: str) -> list[Problem]:
             out.append(Problem(rule, f"{path}.server", "server URL is required"))
         elif not _is_valid_hostname(server.lower()):
             out.append(Problem(rest_rule, f"{path}.server", f"untrusted server endpoint {server!r}"))
-    if not clusters or not users:
-        out.append(Problem(rule, "kubeconfig", "no cluster or no user: RESTConfigFromKubeConfig fails"))
+    # clientcmd.RESTConfigFromKubeConfig -> ClientConfig -> ConfirmUsable: the current context must exist and
+    # name an existing cluster (an empty kubeconfig is "no configuration has been provided").
+    contexts = {str(c.get("name")): c.get("context") or {} for c in doc.get("contexts") or []}
+    current = doc.get("current-context")
+    if not clusters:
+        out.append(Problem(rule, "kubeconfig", "invalid configuration: no configuration has been provided"))
+    elif current not in contexts:
+        out.append(Problem(rule, "current-context", f"context {current!r} was not found"))
+    elif contexts[current].get("cluster") not in {str(c.get("name")) for c in clusters}:
+        out.append(Problem(rule, "current-context", f"cluster {contexts[current].get('cluster')!r} was not found"))
     return out
 
 

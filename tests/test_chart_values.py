@@ -9,11 +9,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
+import yaml
 
 from components import kueue as kueue_component
 from components.config import parse_platform_config
+from components.config.fleet import FLEET_CONFIG_PATH
 from components.kueue import CONTROLLERS_PRIORITY_CLASS, jobset_values
-from tests.conftest import STACKS, stack_run
+from tests.conftest import FLEET_STACKS, STACKS, stack_run
 from tests.support import chart_values as cv
 from tests.support.upstream_data import JOBSET_CHART, KUEUE_CHART, reference_file, reference_files
 from tools.manifests import unwrap_secrets
@@ -57,6 +59,48 @@ def test_controller_images_come_from_the_official_registry(stack: str, chart: st
     images = cv.rendered_images(template, stack_values(stack, chart), chart_reads(chart))
     assert images == [EXPECTED_IMAGES[chart]]
     assert cv.image_registry(images[0]) == OFFICIAL_REGISTRY
+
+
+def fleet_chart_values(stack: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every Helm chart a fleet stack installs (manager's and each worker's): resource name -> (chart, values)."""
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for r in stack_run(stack).resources:
+        if r.type == "kubernetes:helm.sh/v4:Chart":
+            chart = str(r.inputs["chart"]).rsplit("/", 1)[-1]
+            out[r.name] = (chart, unwrap_secrets(r.inputs["values"]))
+    return out
+
+
+@pytest.mark.parametrize("stack", FLEET_STACKS)
+def test_every_value_a_fleet_passes_to_any_cluster_is_read_by_the_chart(stack: str) -> None:
+    charts = fleet_chart_values(stack)
+    # The manager's own Kueue and JobSet (components/fleet/manager.py install_kueue), then each worker's.
+    assert {f"{stack}-manager-kueue", f"{stack}-manager-jobset"} <= set(charts)
+    assert len(charts) == 2 * (1 + len(load_stack_config(stack)[FLEET_CONFIG_PATH]["workers"]))
+    for name, (chart, values) in charts.items():
+        reads = chart_reads(chart)
+        assert cv.unread_values(values, reads) == [], f"{chart} chart ignores these values of {name}"
+        assert cv.type_mismatches(values, reads) == [], name
+        template = reference_file(f"{CHARTS[chart]}/{CONTROLLER_TEMPLATES[chart]}")
+        assert cv.rendered_images(template, values, reads) == [EXPECTED_IMAGES[chart]], name
+
+
+@pytest.mark.parametrize("stack", FLEET_STACKS)
+def test_the_fleet_manager_kueue_values_carry_the_multikueue_configuration(stack: str) -> None:
+    _, values = fleet_chart_values(stack)[f"{stack}-manager-kueue"]
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    raw = load_stack_config(stack)[FLEET_CONFIG_PATH]
+    assert (
+        config["multiKueue"]["dispatcherName"]
+        == f"kueue.x-k8s.io/multikueue-dispatcher-{raw['multiKueue']['dispatcher'].lower()}"
+    )
+    assert config["multiKueue"]["workerLostTimeout"] == raw["multiKueue"]["workerLostTimeout"]
+    assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+    assert "waitForPodsReady" not in config  # no pod runs on the manager
+    # Autopilot has no system pool label to select.
+    assert values["controllerManager"]["nodeSelector"] == {}
+    _, jobset = fleet_chart_values(stack)[f"{stack}-manager-jobset"]
+    assert jobset["controller"]["nodeSelector"] == {}
 
 
 def test_the_values_before_issue_10_are_caught() -> None:

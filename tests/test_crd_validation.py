@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import FLEET_STACKS
 from tests.support import crd_validation as cv
 from tests.support import kube_schemas
 from tests.support.upstream_data import KUEUE_CRDS, KUEUE_V015_CRDS, reference_files
+from tests.test_fleet import fleet_cluster_objects
 
 REPO = Path(__file__).resolve().parents[1]
 KUEUE_V1BETA2 = "kueue.x-k8s.io/v1beta2"
@@ -588,3 +590,19 @@ def test_cli_validates_multi_document_yaml(tmp_path: Path) -> None:
     )
     assert run.returncode == 1, run.stderr
     assert "FAIL" in run.stdout and "spec.preemption.reclaimOutOfCohort: pruned" in run.stdout
+
+
+# ----- every object of every cluster of a fleet stack -----------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", FLEET_STACKS)
+def test_every_fleet_object_of_every_cluster_is_valid_with_nothing_pruned(stack: str) -> None:
+    failures = []
+    for cluster, objs in fleet_cluster_objects(stack).items():
+        for obj in objs:
+            result = cv.validate_manifest(obj)
+            if not result.ok or result.pruned:
+                failures.append(f"{cluster}: {obj['kind']}/{obj['metadata']['name']}: {result.describe()}")
+    assert not failures, "\n".join(failures)
+    manager = {o["kind"] for o in fleet_cluster_objects(stack)["manager"]}
+    assert {"MultiKueueCluster", "MultiKueueConfig", "AdmissionCheck", "ClusterQueue", "LocalQueue"} <= manager

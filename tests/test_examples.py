@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from components.config import parse_platform_config
+from tests.support.admission_rules import multikueue_problems, problems_in
+from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, run_program
-from tools.resources import ProgramRun
+from tools.resources import SECRET_SIG, ProgramRun
 from tools.schema_check import check_component, is_output, load_schema
 
 EXAMPLES = PROJECT_ROOT / "examples"
@@ -31,7 +33,7 @@ def quotas(run: ProgramRun) -> dict[str, dict[str, int]]:
 
 def test_every_example_has_a_readme_and_a_check() -> None:
     examples = {p.name for p in EXAMPLES.iterdir() if p.is_dir()}
-    assert examples == {"python", "existing-cluster", "yaml", "typescript"}
+    assert examples == {"python", "existing-cluster", "yaml", "typescript", "fleet"}
     for name in examples:
         assert (EXAMPLES / name / "README.md").read_text().strip()
         assert (EXAMPLES / name / "Pulumi.yaml").exists()
@@ -64,6 +66,31 @@ def test_existing_cluster_example_uses_the_given_provider_and_no_gcp() -> None:
         assert res.provider is not None and res.provider.startswith(provider.urn), res.urn
     assert quotas(run) == {"research": {"v6e-4x8": 64}}
     assert run.outputs["priorityTiers"] == ["training-high", "training-low", "best-effort"]
+
+
+def test_fleet_example_creates_a_manager_and_two_workers_that_multikueue_accepts() -> None:
+    run = run_program("dev", {"gcp:project": "my-tpu-example"}, root=EXAMPLES / "fleet")
+    clusters = {r.inputs["name"]: r.inputs for r in run.resources if r.type == "gcp:container/cluster:Cluster"}
+    assert set(clusters) == {"tpu-fleet-manager", "tpu-east5", "tpu-west4"}
+    assert clusters["tpu-fleet-manager"]["enableAutopilot"] is True
+    assert {c["location"] for c in clusters.values()} == {"us-central1", "us-east5", "europe-west4"}
+    assert run.outputs["dispatchOrder"] == ["east5", "west4"]
+    assert run.outputs["workerClusters"] == {"east5": "tpu-east5", "west4": "tpu-west4"}
+    by_cluster: dict[str, list[dict[str, Any]]] = {}
+    for obj in fleet_objects(run, "fleet"):
+        by_cluster.setdefault(obj["metadata"]["annotations"].pop(CLUSTER_ANNOTATION), []).append(obj)
+    assert set(by_cluster) == {"manager", "east5", "west4"}
+    manager = by_cluster["manager"]
+    (config,) = [o for o in manager if o["kind"] == "MultiKueueConfig"]
+    assert config["spec"]["clusters"] == ["east5", "west4"]
+    (cq,) = [o for o in manager if o["kind"] == "ClusterQueue"]
+    assert [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == [96]  # 6 x 16
+    assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "multikueue"}]}
+    for objs in by_cluster.values():
+        assert problems_in(objs) == []
+    assert multikueue_problems(manager) == []
+    secrets = [r for r in run.resources if r.type == "kubernetes:core/v1:Secret" and "-mk-kubeconfig-" in r.name]
+    assert len(secrets) == 2 and all(SECRET_SIG in r.inputs["stringData"] for r in secrets)
 
 
 def _sample(value: Any) -> Any:
@@ -133,6 +160,6 @@ def test_schema_check_catches_what_a_consumer_gets_wrong(platform: dict[str, Any
 
 def test_examples_readme_lists_every_example() -> None:
     text = (EXAMPLES / "README.md").read_text()
-    for example in ("python/", "existing-cluster/", "yaml/", "typescript/"):
+    for example in ("python/", "existing-cluster/", "yaml/", "typescript/", "fleet/"):
         assert f"]({example})" in text
     assert Path(EXAMPLES / "typescript" / "index.ts").exists()

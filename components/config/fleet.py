@@ -309,26 +309,41 @@ def _show(value: Any) -> str:
 
 @dataclass(frozen=True)
 class CheckGroup:
-    """One AdmissionCheck + MultiKueueConfig: the flavors that exactly this set of workers backs."""
+    """One AdmissionCheck + MultiKueueConfig: the manager ClusterQueues that exactly this set of workers backs.
+
+    Kueue v0.19.2 allows a ClusterQueue one MultiKueue check, on all its flavors (pkg/cache/scheduler/clusterqueue.go
+    updateWithAdmissionChecks: MultipleMultiKueueAdmissionChecks, MultiKueueAdmissionCheckAppliedPerFlavor), so the
+    groups are per ClusterQueue; a queue's workers are those backing any of its flavors.
+    """
 
     name: str
     workers: tuple[str, ...]
     flavors: tuple[str, ...]
+    cluster_queues: tuple[str, ...] = ()
 
 
 def check_groups(config: FleetConfig) -> list[CheckGroup]:
-    """Flavors backed by the same workers share a MultiKueueConfig; one group (every worker) is `multikueue`."""
+    """ClusterQueues backed by the same workers share a MultiKueueConfig; one group (every worker) is `multikueue`."""
     order = [w.name for w in config.workers]
-    by_flavor: dict[str, set[str]] = defaultdict(set)
-    for (_, flavor), per_worker in config.worker_quota().items():
-        by_flavor[flavor] |= {w for w, chips in per_worker.items() if chips > 0} or set(per_worker)
+    backing: dict[str, set[str]] = defaultdict(set)
+    listed: dict[str, set[str]] = defaultdict(set)
+    flavors_of: dict[str, set[str]] = defaultdict(set)
+    for (cq, flavor), per_worker in config.worker_quota().items():
+        backing[cq] |= {w for w, chips in per_worker.items() if chips > 0}
+        listed[cq] |= set(per_worker)
+        flavors_of[cq].add(flavor)
+    workers_of = {cq: backing[cq] or listed[cq] for cq in listed}
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for flavor in sorted(by_flavor):
-        groups[tuple(w for w in order if w in by_flavor[flavor])].append(flavor)
+    for cq in sorted(workers_of):
+        groups[tuple(w for w in order if w in workers_of[cq])].append(cq)
+
+    def group(name: str, workers: tuple[str, ...], cqs: list[str]) -> CheckGroup:
+        return CheckGroup(name, workers, tuple(sorted(set().union(*(flavors_of[c] for c in cqs)))), tuple(cqs))
+
     if len(groups) == 1:
-        ((workers, flavors),) = groups.items()
-        return [CheckGroup("multikueue", workers, tuple(flavors))]
-    return [CheckGroup(f"multikueue-{flavors[0]}", workers, tuple(flavors)) for workers, flavors in groups.items()]
+        ((workers, cqs),) = groups.items()
+        return [group("multikueue", workers, cqs)]
+    return [group(f"multikueue-{cqs[0]}", workers, cqs) for workers, cqs in groups.items()]
 
 
 def parse_fleet_config(raw: Any) -> FleetConfig:

@@ -86,14 +86,9 @@ def manager_cluster_queues(config: FleetConfig) -> list[ClusterQueueSpec]:
 
 def manager_cluster_queue(spec: ClusterQueueSpec, groups: list[CheckGroup]) -> dict[str, Any]:
     obj = cluster_queue(spec)
-    flavors = {q.flavor for q in spec.quotas}
-    checks: list[dict[str, Any]] = []
-    for group in groups:
-        on = [f for f in group.flavors if f in flavors]
-        if not on:
-            continue
-        # One check for the whole queue when every flavor goes to the same workers; per flavor where they split.
-        checks.append({"name": group.name} if len(groups) == 1 else {"name": group.name, "onFlavors": on})
+    # Exactly one MultiKueue check, on every flavor: Kueue leaves a ClusterQueue with several, or with one
+    # restricted by onFlavors, inactive (pkg/cache/scheduler/clusterqueue.go updateWithAdmissionChecks).
+    checks = [{"name": group.name} for group in groups if spec.name in group.cluster_queues]
     obj["spec"]["admissionChecksStrategy"] = {"admissionChecks": checks}
     return obj
 

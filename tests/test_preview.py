@@ -138,7 +138,9 @@ def test_fleet_preview_prints_the_fleet_and_writes_every_cluster_without_secrets
         assert row[-2:] == [str(sum(g.slices for g in p.tpu_pools)), str(sum(g.chips for g in p.tpu_pools))]
     order = " > ".join(w.name for w in config.workers)
     assert f"order: {order}" in out
-    assert _row(out, "multikueue")[1] == ",".join(w.name for w in config.workers)
+    check = _row(out, "multikueue")
+    assert check[1] == "tpu-training"  # the manager ClusterQueue that carries the check
+    assert check[2] == ",".join(w.name for w in config.workers)
 
     # Every object of every cluster is written, each naming its cluster.
     written = list(yaml.safe_load_all((tmp_path / stack / "manifests.yaml").read_text()))

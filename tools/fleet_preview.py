@@ -102,8 +102,11 @@ def render_fleet_plan(run: ProgramRun, config: FleetConfig, objects: list[dict[s
         f"Dispatch: {mk.dispatcher.value} ({DISPATCHER_NAMES[mk.dispatcher]}); order: "
         + " > ".join(w.name for w in config.workers),
         _table(
-            ["admissionCheck", "workers (preference order)", "flavors"],
-            [[g.name, ",".join(g.workers), ",".join(g.flavors)] for g in check_groups(config)],
+            ["admissionCheck", "clusterQueues", "workers (preference order)", "flavors"],
+            [
+                [g.name, ",".join(g.cluster_queues), ",".join(g.workers), ",".join(g.flavors)]
+                for g in check_groups(config)
+            ],
         ),
     ]
     rows = [[cq.name, q.flavor, q.chips] for cq in manager_cluster_queues(config) for q in cq.quotas]

@@ -36,6 +36,14 @@ def ratio(a: float, b: float) -> float:
     return round(a / b, 3)
 
 
+def high_demand_chip_s(scenario: Scenario) -> float:
+    """Chip-seconds the high-priority tier asks for over the horizon: every high-priority JobSet wants all its
+    slices all the time (a finished one is replaced at once by a new one of its class)."""
+    fleet = scenario.fleet
+    slices = sum(c.population * c.slices for c in scenario.classes if c.priority >= scenario.high_threshold)
+    return slices * fleet.hosts_per_slice * fleet.chips_per_host * scenario.horizon_h * 3600.0
+
+
 def seeds_for(seed: int, count: int) -> list[int]:
     return [seed + i for i in range(count)]
 

@@ -34,7 +34,7 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name
         assert isinstance(block["seed"], int)
-        assert set(block["policies"]) == {"none", "scheduler", "reconciler"}
+        assert set(block["policies"]) == {"none", "scheduler", "reconciler", "kueue-tas", "hero", "hindsight"}
         for stats in block["policies"].values():
             for field, kind in POLICY_FIELDS.items():
                 assert isinstance(stats[field], kind), (name, field, stats[field])

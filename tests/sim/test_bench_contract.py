@@ -76,3 +76,31 @@ def test_every_policy_reports_fleet_goodput_badput_and_an_exchange_rate(report: 
             assert isinstance(stats["exchange_rate"], float)
             if policy == "none":
                 assert stats["high_gain_over_none_chip_h"] == 0.0
+
+
+def test_every_policy_is_measured_against_the_hindsight_bound(report: tuple[dict[str, Any], Path]) -> None:
+    data, _ = report
+    for name, block in data["scenarios"].items():
+        bound = block["policies"]["hindsight"]
+        assert bound["high_badput_vs_hindsight"] == 1.0 and bound["victim_loss_vs_hindsight"] == 1.0
+        for policy, stats in block["policies"].items():
+            assert stats["high_badput_chip_h"] >= 0 and stats["victim_lost_chip_h"] >= 0, (name, policy)
+            assert stats["victim_lost_chip_h"] == pytest.approx(
+                stats["badput_s"]["victim_wasted_progress"] / 3600.0, abs=1e-3
+            )
+            if bound["high_badput_chip_h"] > 0:
+                assert stats["high_badput_vs_hindsight"] == pytest.approx(
+                    stats["high_badput_chip_h"] / bound["high_badput_chip_h"], abs=1e-3
+                )
+            for seed_runs in block["per_seed"].values():
+                assert "high_badput_vs_hindsight" in seed_runs[policy]
+
+
+def test_the_table_prints_the_hindsight_ratios(report: tuple[dict[str, Any], Path]) -> None:
+    from hotswap.sim.bench import table
+
+    text = table(data := report[0])
+    assert "hi bad/hs" in text and "vic loss/hs" in text
+    for name in data["scenarios"]:
+        assert f"== {name} " in text
+    assert text.count("vs hindsight (high badput chip-h") == len(data["scenarios"])

@@ -62,6 +62,8 @@ class HindsightPolicy:
                 self._fault(s)
         for job in [j for j in sim.live if self._starving(j)]:
             self._rescue(job, None, lasting=True)
+        for job in [j for j in self.victims if j.active and not j.running and j in sim.live]:
+            self._top_up(job)  # a rescue still short of slices (a storm took more, or no victim was free yet)
         done = [j for j in self.victims if j.running or not j.active or j.state is JobState.HELD or j not in sim.live]
         for job in done:
             self._release(job)
@@ -122,21 +124,8 @@ class HindsightPolicy:
             s.reserved_for = job  # its surviving slices stay its own while its old pods drain
         if faulted is not None and not lasting:
             faulted.reserved_for = job  # back before a restart elsewhere could run: keep it for the JobSet
-        short = max(job.slices - len({s for s in sim.slices if s.reserved_for is job}), 0)
-        if short:
-            spare = sorted(
-                self._available(job) - own - {s for s in sim.slices if s.reserved_for is job},
-                key=lambda s: (not s.healthy, s.repair_at or 0.0, s.id),
-            )
-            for s in spare[:short]:
-                s.reserved_for = job
-            short -= min(short, len(spare))
-        victims = self._cheapest_cover(job, short) if short else []
-        for victim in victims:
-            for s in _slices_of(victim):
-                s.reserved_for = job
-            sim.deactivate(victim)
-        self.victims.setdefault(job, set()).update(victims)
+        self.victims.setdefault(job, set())  # the rescue is open until the JobSet runs again
+        self._top_up(job)
         for pod in [p for p in job.all_pods() if p.slice is not None and not p.slice.healthy]:
             sim.force_fail(pod)  # it knows the fault now; detection would only add delay
         if job.state is JobState.ADMITTED and any(p.slice is not None and p.slice.healthy for p in job.all_pods()):
@@ -145,6 +134,34 @@ class HindsightPolicy:
             # as its slice is free. Whichever a clairvoyant would pick, it is this one.
             sim.evict_requeue(job)
         sim.kick()
+
+    def _soon(self, s: Slice) -> bool:
+        """Healthy, or down but back before a restart elsewhere could run."""
+        if s.healthy:
+            return True
+        assert s.repair_at is not None and s.fault_kind is not None
+        return s.repair_at - self.sim.now <= self.sim.lasting_after_s(s.fault_kind)
+
+    def _top_up(self, job: Job) -> None:
+        """Fence slices for `job` until it has one per replica: free or soon-repaired ones first, then the slices
+        of the cheapest lower-priority victims (as many as exist now; later passes add more as they come free)."""
+        sim = self.sim
+        mine = {s for s in sim.slices if s.reserved_for is job and self._soon(s)}
+        short = job.slices - len(mine)
+        if short <= 0:
+            return
+        spare = sorted(self._available(job) - mine, key=lambda s: (not s.healthy, s.repair_at or 0.0, s.id))
+        for s in spare[:short]:
+            s.reserved_for = job
+        short -= min(short, len(spare))
+        if short <= 0:
+            return
+        victims = self._cheapest_cover(job, short)
+        for victim in victims:
+            for s in _slices_of(victim):
+                s.reserved_for = job
+            sim.deactivate(victim)
+        self.victims.setdefault(job, set()).update(victims)
 
     def _loss_chip_s(self, job: Job) -> float:
         """Progress since the last checkpoint, thrown away if the job stops now."""
@@ -156,7 +173,8 @@ class HindsightPolicy:
 
     def _cheapest_cover(self, preemptor: Job, short: int) -> list[Job]:
         """Exact minimum-loss set of lower-priority JobSets freeing at least `short` healthy slices (0/1 cover,
-        capped at `short`; ties: fewer victims, then lower priority, then id)."""
+        capped at `short`; ties: fewer victims, then lower priority, then id); when no set frees `short`, the
+        cheapest one freeing the most."""
         held = {v for vs in self.victims.values() for v in vs}
         items: list[tuple[float, int, Job]] = []
         for j in self.sim.live:
@@ -181,7 +199,7 @@ class HindsightPolicy:
                 old = best[to]
                 if old is None or (cand[0], cand[1]) < (old[0], old[1]):
                     best[to] = cand
-        done = best[short]
+        done = next((b for b in reversed(best) if b is not None), None)  # all of `short`, else as much as exists
         return done[2] if done is not None else []
 
     def _release(self, job: Job) -> None:

@@ -1,8 +1,24 @@
-"""`python -m hotswap.sim bench`: standard scenarios x seeds x three policies, planner scaling, tables, JSON, PNG.
+"""`python -m hotswap.sim bench`: standard scenarios x seeds x every policy, planner scaling, tables, JSON, PNG.
 
 Every scenario runs under several seeds (identical event streams across policies within a seed). The
 contract figures under `scenarios.<name>.policies.<policy>` are pooled over the seeds (percentiles over all
 incidents, counts summed, rates averaged); `per_seed` keeps each seed's own figures so seed dependence shows.
+
+The policies are `none`, `scheduler` (GKE's pattern), `reconciler` (ours), `kueue-tas` (Kueue's native node hot
+swap), `hero` (CoreWeave's drain controller) and `hindsight` (a clairvoyant reference, no real system). Against
+hindsight, per scenario and policy (pooled over the seeds, and per seed):
+
+- `high_badput_chip_h`: the high-priority tier's demand minus its useful chip-time, in chip-hours. Demand is
+  `high_demand_chip_s` (every high-priority JobSet wants all its slices for the whole horizon); useful is
+  `high_useful_chip_s` from metrics.py (progress kept up to a checkpoint, completed work, work in flight at the
+  horizon). It counts lost progress, restarts, waits for a slice and for admission alike; the start-up of each new
+  JobSet is in it for every policy.
+- `victim_lost_chip_h`: the `victim_wasted_progress` badput from metrics.py in chip-hours: progress since the last
+  checkpoint thrown away by JobSets evicted or preempted for someone else, whoever evicted them (the policy's holds
+  and pod preemptions, and Kueue's own admission-time preemption, which is how `kueue-tas` and `hero` make room).
+  `policy_victim_lost_chip_s` (the exchange rate's denominator) counts only the policy's own victims.
+- `high_badput_vs_hindsight`, `victim_loss_vs_hindsight`: those figures over hindsight's (1.0 = at the bound,
+  higher = worse; 1.0 when both are 0, inf when only hindsight's is 0).
 """
 
 from __future__ import annotations
@@ -34,6 +50,14 @@ def ratio(a: float, b: float) -> float:
     if math.isnan(a) or math.isnan(b) or b == 0:
         return math.nan
     return round(a / b, 3)
+
+
+def high_demand_chip_s(scenario: Scenario) -> float:
+    """Chip-seconds the high-priority tier asks for over the horizon: every high-priority JobSet wants all its
+    slices all the time (a finished one is replaced at once by a new one of its class)."""
+    fleet = scenario.fleet
+    slices = sum(c.population * c.slices for c in scenario.classes if c.priority >= scenario.high_threshold)
+    return slices * fleet.hosts_per_slice * fleet.chips_per_host * scenario.horizon_h * 3600.0
 
 
 def seeds_for(seed: int, count: int) -> list[int]:
@@ -78,10 +102,13 @@ def run_scenarios(
     for sc in scenarios:
         used = seeds or [sc.seed]
         per_seed = {str(s): {policy: results[(sc.name, s, policy)].summary for policy in POLICIES} for s in used}
+        demand = high_demand_chip_s(sc)
         for seed_runs in per_seed.values():
             add_exchange_rates(seed_runs)
+            add_hindsight_ratios(seed_runs, demand)
         policies = {policy: pool([per_seed[str(s)][policy] for s in used]) for policy in POLICIES}
         add_exchange_rates(policies)
+        add_hindsight_ratios(policies, demand * len(used))
         out[sc.name] = {
             "params": sc.model_dump(mode="json"),
             "seed": used[0],
@@ -101,6 +128,26 @@ def add_exchange_rates(policies: dict[str, Any]) -> None:
     for stats in policies.values():
         stats["high_gain_over_none_chip_h"] = round((stats["high_useful_chip_s"] - base) / 3600.0, 3)
         stats["exchange_rate"] = exchange_rate(stats["high_useful_chip_s"] - base, stats["policy_victim_lost_chip_s"])
+
+
+def vs_bound(value: float, bound: float) -> float:
+    """`value` over the hindsight bound: 1.0 at the bound (also when both are 0), inf when only the bound is 0."""
+    if bound <= 0:
+        return 1.0 if value <= 0 else math.inf
+    return round(value / bound, 3)
+
+
+def add_hindsight_ratios(policies: dict[str, Any], demand_chip_s: float) -> None:
+    """High-priority badput and victims' lost chip-hours per policy, and both over hindsight's (module doc)."""
+    for stats in policies.values():
+        stats["high_badput_chip_h"] = round(max(demand_chip_s - stats["high_useful_chip_s"], 0.0) / 3600.0, 3)
+        stats["victim_lost_chip_h"] = round(stats["badput_s"]["victim_wasted_progress"] / 3600.0, 3)
+    bound = policies.get("hindsight")
+    if bound is None:
+        return
+    for stats in policies.values():
+        stats["high_badput_vs_hindsight"] = vs_bound(stats["high_badput_chip_h"], bound["high_badput_chip_h"])
+        stats["victim_loss_vs_hindsight"] = vs_bound(stats["victim_lost_chip_h"], bound["victim_lost_chip_h"])
 
 
 def mttr_ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[str, float]:
@@ -136,6 +183,8 @@ def table(report: dict[str, Any]) -> str:
         ("fleet gp", lambda p: p["fleet_goodput"]),
         ("victim chip-h/inc", lambda p: p["victim_lost_chip_h_per_incident"]),
         ("exch.rate", lambda p: p.get("exchange_rate", math.nan)),
+        ("hi bad/hs", lambda p: p.get("high_badput_vs_hindsight", math.nan)),
+        ("vic loss/hs", lambda p: p.get("victim_loss_vs_hindsight", math.nan)),
         ("victims/inc", lambda p: p["victims_per_incident"]),
         ("fence/op mean/max", lambda p: f"{fmt(p['fence_holds_per_op']['mean'])}/{p['fence_holds_per_op']['max']}"),
         ("partial", lambda p: p["partial_preemptions"]),
@@ -143,7 +192,7 @@ def table(report: dict[str, Any]) -> str:
         ("lost", lambda p: p["lost_victims"]),
         ("util", lambda p: p["utilisation"]),
     ]
-    widths = [10, 19, 10, 19, 9, 10, 18, 10, 12, 18, 8, 10, 6, 8]
+    widths = [10, 19, 10, 19, 9, 10, 18, 10, 10, 12, 12, 18, 8, 10, 6, 8]
     lines = []
     for name, block in report["scenarios"].items():
         seeds = block.get("seeds", [block["seed"]])
@@ -152,6 +201,14 @@ def table(report: dict[str, Any]) -> str:
         for policy, stats in block["policies"].items():
             cells = "".join(f"{fmt(get(stats)):>{w}}" for (_, get), w in zip(cols, widths, strict=True))
             lines.append(f"{policy:<11}{cells}")
+        if any("high_badput_chip_h" in stats for stats in block["policies"].values()):
+            lines.append(
+                "vs hindsight (high badput chip-h / victims' lost chip-h): "
+                + "  ".join(
+                    f"{policy} {fmt(stats['high_badput_chip_h'])}/{fmt(stats['victim_lost_chip_h'])}"
+                    for policy, stats in block["policies"].items()
+                )
+            )
         ratios = block["ratios"]
         for suffix, label in (("", "all incidents"), ("_lasting", "lasting repair")):
             if f"reconciler/none_p50{suffix}" not in ratios:

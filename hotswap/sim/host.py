@@ -12,7 +12,7 @@ from typing import Protocol
 
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder
-from hotswap.sim.params import Scenario, Timing
+from hotswap.sim.params import FailureKind, Scenario, Timing
 from hotswap.sim.state import Departure, Job, Pod, Slice
 
 
@@ -26,6 +26,8 @@ class SimHost(Protocol):
     slices: list[Slice]
     live: dict[Job, None]
     track_departures: bool
+    chips_per_slice: int
+    quota_chips: int
 
     @property
     def now(self) -> float: ...
@@ -45,6 +47,12 @@ class SimHost(Protocol):
 
     def reactivate(self, job: Job) -> None:
         """Workload.spec.active=true: Kueue requeues."""
+
+    def evict_requeue(self, job: Job) -> None:
+        """A Kueue eviction that requeues the Workload at once (NodeFailures)."""
+
+    def lasting_after_s(self, kind: FailureKind) -> float:
+        """A repair longer than this outlasts detection and the JobSet's own restart."""
 
     def note(self, what: str) -> None:
         """Append to the event log when tracing."""

@@ -9,6 +9,8 @@ Models what matters for hotswap (research sec. 1.2, 2.5, 4):
   pods one node at a time, picking the node whose victim has the lowest priority, then the latest start;
   a pod that already nominated a node does not preempt again while that node is being freed.
 A host holds one pod (4 chips each). Pool choice among free pools: most free hosts, then lowest id.
+Two policy hooks, off unless a policy sets them: a Kueue TAS assignment pins a leader to its child Job's slice
+(`Job.topology`), and a slice tainted for one JobSet (`Slice.reserved_for`) takes only that JobSet's leaders.
 """
 
 from __future__ import annotations
@@ -106,7 +108,15 @@ def schedule(pending: Iterable[Pod], slices: Sequence[Slice], preemption: bool) 
             elif nominated.get((s.id, h)) is pod:
                 del nominated[(s.id, h)]
         if pod.index == 0:
-            pools = [s for s in slices if s.schedulable and _anti_affinity_ok(pod, s, cycle, nominated)]
+            pinned = pod.job.topology.get(pod.child) if pod.job.topology is not None else None
+            candidates = [pinned] if pinned is not None else slices
+            pools = [
+                s
+                for s in candidates
+                if s.schedulable
+                and (s.reserved_for is None or s.reserved_for is pod.job)
+                and _anti_affinity_ok(pod, s, cycle, nominated)
+            ]
         else:
             leader_pool = _leader_slice(pod)
             if leader_pool is None:

@@ -13,13 +13,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from hotswap.sim.state import Job, JobState
+from hotswap.sim.state import Job, JobState, Slice
 
 
 @dataclass(frozen=True)
 class AdmissionPlan:
     admit: list[Job] = field(default_factory=list)
     preempt: list[Job] = field(default_factory=list)
+    placement: dict[Job, list[Slice]] = field(default_factory=dict)
+    """TAS only: the slices (one per child Job) each admitted workload is assigned to."""
+    topology_victims: set[Job] = field(default_factory=set)
+    """TAS only: preempted although quota alone would have fitted (the preemptor needed a free domain)."""
 
 
 def _demand(job: Job, chips_per_slice: int) -> int:

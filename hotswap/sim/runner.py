@@ -1,4 +1,4 @@
-"""Run one scenario under the three policies (same seed, identical failure and job streams)."""
+"""Run one scenario under each policy (same seed, identical failure and job streams)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ from collections.abc import Callable
 
 from hotswap.sim.params import Scenario
 from hotswap.sim.policies.base import Policy
+from hotswap.sim.policies.hero import HeroPolicy
+from hotswap.sim.policies.hindsight import HindsightPolicy
+from hotswap.sim.policies.kueue_tas import KueueTASPolicy
 from hotswap.sim.policies.none import NonePolicy
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
 from hotswap.sim.policies.scheduler import SchedulerPolicy
@@ -15,6 +18,9 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "none": NonePolicy,
     "scheduler": SchedulerPolicy,
     "reconciler": ReconcilerPolicy,
+    "kueue-tas": KueueTASPolicy,
+    "hero": HeroPolicy,
+    "hindsight": HindsightPolicy,
 }
 
 

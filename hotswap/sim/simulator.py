@@ -138,12 +138,18 @@ class Simulator:
 
     def _control_pass(self) -> None:
         self._pass_pending = False
-        plan = kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now)
+        plan = self.policy.plan_admission(self.now)  # a topology-aware policy's Kueue; None: quota only
+        if plan is None:
+            plan = kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now)
         for victim in plan.preempt:
             self.rec.kueue_preemptions += 1
+            if victim in plan.topology_victims:
+                self._mark_victim(victim)  # evicted for the preemptor's topology, not quota: the policy's victim
             self._evict(victim, JobState.QUEUED, victim=True)
         for job in plan.admit:
             self._admit(job)
+            if job in plan.placement:
+                job.topology = dict(enumerate(plan.placement[job]))
         pending = [p for j in self.live if j.state is JobState.ADMITTED for p in j.pods if p.phase is PodPhase.PENDING]
         if pending:
             for d in kubescheduler.schedule(pending, self.slices, self.policy.scheduler_preemption):
@@ -485,6 +491,7 @@ class Simulator:
         job.state = state
         job.finished_at = self.now
         job.quota_reserved = False
+        job.topology = None
         job.restarting = False
         self._close_stale(job)
         for pod in list(job.pods):
@@ -645,6 +652,7 @@ class Simulator:
         self._close_stale(job)
         job.state = to
         job.quota_reserved = False
+        job.topology = None
         job.restarting = False
         if job.recreate is not None:
             job.recreate.cancel()
@@ -653,6 +661,11 @@ class Simulator:
             self._delete_pod(pod)
         job.pods = []
         self._kick()
+
+    def evict_requeue(self, job: Job) -> None:
+        """A Kueue eviction that requeues at once without backoff (NodeFailures; Kueue's jobframework reconciler
+        sets Requeued=true for it as for Preempted)."""
+        self._evict(job, JobState.QUEUED)
 
     # Workload.spec.active as the reconciler writes it -------------------------------------------------
     def deactivate(self, job: Job) -> None:

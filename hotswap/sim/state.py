@@ -110,6 +110,9 @@ class Job:
     incident_start: float | None = None  # infra fault that disrupted the current attempt
     incident_lasting: bool = True  # that fault outlasted detection and the restart (Simulator.lasting_after_s)
     victim_since: float | None = None  # policy eviction awaiting a running attempt again
+    # Kueue TAS: the slice (topology domain) each child Job was admitted to; pods are pinned there (the topology
+    # ungater's nodeSelector). None outside topology-aware policies, so kube-scheduler places pods freely.
+    topology: dict[int, Slice] | None = None
 
     @property
     def priority(self) -> int:
@@ -143,6 +146,8 @@ class Slice:
     idle_since: float | None = 0.0  # healthy and empty since
     vacated_by_victim: bool = False  # the last emptying was a policy eviction
     occupied_since: float | None = None  # healthy with at least one pod bound since (fleet goodput ledger)
+    reserved_for: Job | None = None
+    """A NoSchedule taint only this JobSet tolerates (a hero drain, a clairvoyant reservation); None: no taint."""
 
     @property
     def empty(self) -> bool:

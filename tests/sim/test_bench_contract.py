@@ -30,11 +30,19 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 
 def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]) -> None:
     data, _ = report
-    assert set(data["scenarios"]) == {"steady_1x", "steady_3x", "storm_4_in_60s", "long_repairs", "spare_4"}
+    assert set(data["scenarios"]) == {
+        "steady_1x",
+        "steady_3x",
+        "storm_4_in_60s",
+        "long_repairs",
+        "spare_4",
+        "spare_nodes",
+        "multi_disruption",
+    }
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name
         assert isinstance(block["seed"], int)
-        assert set(block["policies"]) == {"none", "scheduler", "reconciler"}
+        assert set(block["policies"]) == {"none", "scheduler", "reconciler", "kueue-tas", "hero", "hindsight"}
         for stats in block["policies"].values():
             for field, kind in POLICY_FIELDS.items():
                 assert isinstance(stats[field], kind), (name, field, stats[field])
@@ -63,7 +71,7 @@ def test_every_policy_reports_fleet_goodput_badput_and_an_exchange_rate(report: 
             useful = sum(stats["useful_chip_s_by_tier"].values())
             assert 0.0 < stats["fleet_goodput"] <= 1.0
             assert stats["fleet_goodput"] == pytest.approx(useful / stats["provisioned_chip_s"], abs=1e-4)
-            assert set(stats["goodput_by_tier"]) == {"high", "medium", "low"}
+            assert set(stats["goodput_by_tier"]) == {c["name"] for c in block["params"]["classes"]}
             assert set(stats["badput_s"]) >= {
                 "own_disruption_wasted_progress",
                 "victim_wasted_progress",
@@ -76,3 +84,31 @@ def test_every_policy_reports_fleet_goodput_badput_and_an_exchange_rate(report: 
             assert isinstance(stats["exchange_rate"], float)
             if policy == "none":
                 assert stats["high_gain_over_none_chip_h"] == 0.0
+
+
+def test_every_policy_is_measured_against_the_hindsight_bound(report: tuple[dict[str, Any], Path]) -> None:
+    data, _ = report
+    for name, block in data["scenarios"].items():
+        bound = block["policies"]["hindsight"]
+        assert bound["high_badput_vs_hindsight"] == 1.0 and bound["victim_loss_vs_hindsight"] == 1.0
+        for policy, stats in block["policies"].items():
+            assert stats["high_badput_chip_h"] >= 0 and stats["victim_lost_chip_h"] >= 0, (name, policy)
+            assert stats["victim_lost_chip_h"] == pytest.approx(
+                stats["badput_s"]["victim_wasted_progress"] / 3600.0, abs=1e-3
+            )
+            if bound["high_badput_chip_h"] > 0:
+                assert stats["high_badput_vs_hindsight"] == pytest.approx(
+                    stats["high_badput_chip_h"] / bound["high_badput_chip_h"], abs=1e-3
+                )
+            for seed_runs in block["per_seed"].values():
+                assert "high_badput_vs_hindsight" in seed_runs[policy]
+
+
+def test_the_table_prints_the_hindsight_ratios(report: tuple[dict[str, Any], Path]) -> None:
+    from hotswap.sim.bench import table
+
+    text = table(data := report[0])
+    assert "hi bad/hs" in text and "vic loss/hs" in text
+    for name in data["scenarios"]:
+        assert f"== {name} " in text
+    assert text.count("vs hindsight (high badput chip-h") == len(data["scenarios"])

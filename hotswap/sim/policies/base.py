@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from hotswap.sim.host import SimHost
+from hotswap.sim.kueue import AdmissionPlan
 
 
 class Policy(Protocol):
@@ -15,6 +16,9 @@ class Policy(Protocol):
 
     def attach(self, sim: SimHost) -> None:
         """Called once before the run starts."""
+
+    def plan_admission(self, now: float) -> AdmissionPlan | None:
+        """Kueue's admission decisions when the policy changes them (TAS); None: the quota-only model."""
 
     def on_change(self) -> None:
         """Called after each batch of state changes (coalesced per simulated instant)."""

@@ -17,5 +17,8 @@ class NonePolicy:
     def attach(self, sim: SimHost) -> None:
         del sim
 
+    def plan_admission(self, now: float) -> None:
+        del now  # Kueue without TAS: the simulator's quota model
+
     def on_change(self) -> None:
         return None

@@ -59,6 +59,9 @@ class ReconcilerPolicy:
             self.config = sim.scenario.reconciler.hotswap_config()
         sim.track_departures = True
 
+    def plan_admission(self, now: float) -> None:
+        del now  # Kueue without TAS: the simulator's quota model
+
     # ------------------------------------------------------------------ when to run
     def on_change(self) -> None:
         if self.busy():

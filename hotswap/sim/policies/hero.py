@@ -1,0 +1,181 @@
+"""`hero`: CoreWeave's kueue-hero-workload-controller on top of Kueue TAS (`kueue-tas`).
+
+What it reproduces (github.com/coreweave/kueue-hero-workload-controller, docs/ARCHITECTURE.md, docs/PLAN.md):
+
+- A hero (here: a high-priority JobSet) is stuck when Kueue reports a TAS no-fit (pkg/hero/stuck.go
+  `IsStuckTASNoFit`: QuotaReserved=False with reason TopologyPlacementFailed); a hero pending on quota is not.
+- One drain cluster-wide, heroes in `NextHero` order: priority, then age, then name (pkg/drain/order.go).
+- Domain selection (pkg/selection/select.go `SelectDomains`, `packWithinParent`): domains holding a workload at or
+  above the hero's priority are infeasible; each feasible domain costs the sum of its victims'
+  `Cost` (pkg/selection/cost.go: 0.7 p/p_hero + 0.2 pods/(pods + hero pods) + 0.1 run/(run + 6 h)); the cheapest
+  domains (empty ones cost 0) are picked until the hero's demand is covered, ties by domain name.
+- The drain taints the selected domains (only the hero tolerates them), suspends the victims with
+  Workload.spec.active=false and reactivates each as soon as Kueue has evicted it, so it requeues outside the taint.
+- The janitor (pkg/controller/janitor/reconciler.go) ends the drain when the hero's pods are all Running, it
+  finished, was deactivated, was placed elsewhere, or after drainTimeout = 30 min (pkg/config/config.go `Default`),
+  with no retry backoff; teardown untaints and reactivates every victim still suspended.
+
+Modelled as: the hero's deployment premise (PLAN.md sec. 1: the workloads in the way are within-quota workloads of
+other ClusterQueues, which Kueue cannot preempt), so Kueue's own preemption does not fire for topology here
+(`preempt_for_topology=False`); failures are handled by the `kueue-tas` node controller (NodeFailures eviction and
+requeue), after which the requeued hero is stuck on no-fit and the drain starts. A topology domain is one slice
+(the hero's required level is the node pool); the cross-ClusterQueue cost multiplier is the same for every victim
+here, so it is left out. Left out: the scheduling nudge (it works around a Kueue event-delivery gap the simulator
+does not have), dry-run, non-blocking pod labels, multi-level parent grouping, and the 30 s poll's jitter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hotswap.sim.policies.kueue_tas import KueueTASPolicy
+from hotswap.sim.state import Job, JobState, Slice
+from hotswap.sim.tas import free_domains
+
+DRAIN_TIMEOUT_S = 30 * 60.0
+"""drainTimeout default (pkg/config/config.go)."""
+POLL_S = 30.0
+"""The drain controller's poll while a hero is stuck (docs/ARCHITECTURE.md: 'the 30s poll')."""
+WEIGHTS = (0.7, 0.2, 0.1)
+"""Cost weights: priority, pod count, runtime (pkg/config/config.go `Default`)."""
+RUNTIME_HALF_LIFE_S = 6 * 3600.0
+
+
+@dataclass
+class Drain:
+    hero: Job
+    slices: list[Slice]
+    victims: set[Job]
+    started: float
+    ended: float | None = None
+    reason: str = ""
+
+
+class HeroPolicy(KueueTASPolicy):
+    name = "hero"
+
+    def __init__(self) -> None:
+        super().__init__(preempt_for_topology=False)
+        self.drain: Drain | None = None
+        self.drains: list[Drain] = []
+        self._pass_due: float | None = None
+
+    def on_change(self) -> None:
+        super().on_change()
+        if self.drain is not None or self._stuck():
+            self._request(self.sim.timing.reconciler_reaction_s)
+
+    def _request(self, delay: float) -> None:
+        due = self.sim.now + delay
+        if self._pass_due is not None and self.sim.now <= self._pass_due <= due:
+            return
+        self._pass_due = due
+        self.sim.loop.at(due, lambda: self._pass(due))
+
+    # ------------------------------------------------------------------ the two loops
+    def _pass(self, due: float) -> None:
+        if self._pass_due != due:
+            return  # superseded by an earlier request
+        self._pass_due = None
+        if self.drain is not None:
+            self._janitor(self.drain)
+        if self.drain is None:
+            self._start_drain()
+        if self.drain is not None or self._stuck():
+            self._request(POLL_S)
+
+    def _stuck(self) -> list[Job]:
+        """Heroes Kueue left pending on topology (quota fits, no free domain), in NextHero order."""
+        sim = self.sim
+        used = sum(j.slices * sim.chips_per_slice for j in sim.live if j.quota_reserved)
+        out = []
+        for j in sim.live:
+            if not sim.rec.is_high(j.priority) or j.state is not JobState.QUEUED or not j.active:
+                continue
+            if j.requeue_at > sim.now or used + j.slices * sim.chips_per_slice > sim.quota_chips:
+                continue
+            if len(free_domains(sim.live, sim.slices, j)) < j.slices:
+                out.append(j)
+        return sorted(out, key=lambda j: (-j.priority, j.created, j.name))
+
+    def _start_drain(self) -> None:
+        sim = self.sim
+        for hero in self._stuck():
+            chosen = self._select(hero)
+            if chosen is None:
+                continue  # NoFeasibleDomains / AllFeasibleHeroOccupied: the next hero in line may still fit
+            slices, victims = chosen
+            drain = Drain(hero, slices, victims, sim.now)
+            self.drain = drain
+            self.drains.append(drain)
+            for s in slices:
+                s.reserved_for = hero
+            sim.note(f"hero drain for {hero.name}: {[s.pool for s in slices]}, victims {[v.name for v in victims]}")
+            for v in sorted(victims, key=lambda j: j.id):
+                sim.deactivate(v)
+            sim.kick()
+            return
+
+    def _select(self, hero: Job) -> tuple[list[Slice], set[Job]] | None:
+        sim = self.sim
+        holders: dict[int, list[Job]] = {}
+        for j in sim.live:
+            if j.quota_reserved and j.topology is not None:
+                for s in j.topology.values():
+                    holders.setdefault(s.id, []).append(j)
+        hero_pods = hero.slices * sim.scenario.fleet.hosts_per_slice
+        candidates: list[tuple[float, str, Slice, list[Job]]] = []
+        for s in sim.slices:
+            if not s.schedulable or s.reserved_for is not None:
+                continue
+            occupants = holders.get(s.id, [])
+            if any(o.priority >= hero.priority for o in occupants):
+                continue  # another hero (or an equal) lives here: never stack heroes
+            cost = sum(self._cost(o, hero, hero_pods) for o in occupants)
+            candidates.append((cost, s.pool, s, occupants))
+        if len(candidates) < hero.slices:
+            return None
+        candidates.sort(key=lambda c: (c[0], c[1]))
+        picked = candidates[: hero.slices]
+        return [c[2] for c in picked], {o for c in picked for o in c[3]}
+
+    def _cost(self, victim: Job, hero: Job, hero_pods: int) -> float:
+        w_p, w_n, w_r = WEIGHTS
+        pods = victim.slices * self.sim.scenario.fleet.hosts_per_slice
+        running = self.sim.now - victim.run_start if victim.run_start is not None else 0.0
+        return (
+            w_p * min(victim.priority / hero.priority, 1.0)
+            + w_n * pods / (pods + hero_pods)
+            + w_r * running / (running + RUNTIME_HALF_LIFE_S)
+        )
+
+    def _janitor(self, drain: Drain) -> None:
+        sim = self.sim
+        for v in drain.victims:
+            if v.state is JobState.HELD and not v.active:
+                sim.reactivate(v)  # evicted by Kueue: requeue it outside the taint
+        hero = drain.hero
+        mine = {s.id for s in drain.slices}
+        if hero not in sim.live:
+            self._end(drain, "finished")
+        elif not hero.active:
+            self._end(drain, "abandoned")
+        elif hero.running:
+            self._end(drain, "placed")
+        elif hero.quota_reserved and hero.topology is not None and not {s.id for s in hero.topology.values()} & mine:
+            self._end(drain, "placed elsewhere")
+        elif sim.now - drain.started >= DRAIN_TIMEOUT_S:
+            self._end(drain, "timeout")
+
+    def _end(self, drain: Drain, reason: str) -> None:
+        sim = self.sim
+        drain.ended, drain.reason = sim.now, reason
+        for s in drain.slices:
+            if s.reserved_for is drain.hero:
+                s.reserved_for = None
+        for v in drain.victims:
+            if not v.active:
+                sim.reactivate(v)
+        sim.note(f"hero drain for {drain.hero.name} ends: {reason}")
+        self.drain = None
+        sim.kick()

@@ -1,0 +1,111 @@
+"""Kueue Topology-Aware Scheduling admission at slice granularity (pure decisions; Kueue v0.19.2).
+
+A v6e multi-host slice is one node pool; a JobSet child Job requires all its pods in one pool (the required
+topology level), so a topology domain here is one slice and a workload needs one free slice per child Job.
+Kueue admits a workload only when both quota and topology fit, and records the domains in the Workload's
+TopologyAssignment; the topology ungater then pins the pods there (`Job.topology`).
+
+When quota fits but topology does not, v0.19.2 still looks for preemption victims: `assignFlavors`
+(pkg/scheduler/flavorassigner/flavorassigner.go) turns a TAS failure into mode Preempt unless the workload is
+looking for a failed-node replacement, and the preemptor's `workloadFits` (pkg/scheduler/preemption/
+preemption.go) requires the TAS assignment to fit after removing candidates. So a requeued workload does preempt
+lower-priority workloads for topology (`preempt_for_topology`); only the node replacement itself never does.
+Candidates are ranked as in `kueue.plan_admission` (lowest priority, most recently admitted first), removed
+greedily until quota and topology fit, then added back in reverse while they still fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from hotswap.sim.kueue import AdmissionPlan
+from hotswap.sim.state import Job, JobState, Slice
+
+
+def _usable(s: Slice, job: Job) -> bool:
+    """A domain Kueue's TAS cache counts for `job`: nodes Ready, untainted or tolerated."""
+    return s.schedulable and (s.reserved_for is None or s.reserved_for is job)
+
+
+def assigned(jobs: Iterable[Job]) -> set[int]:
+    """Slice ids held by admitted workloads' topology assignments."""
+    return {s.id for j in jobs if j.quota_reserved and j.topology is not None for s in j.topology.values()}
+
+
+def free_domains(jobs: Iterable[Job], slices: Sequence[Slice], job: Job) -> list[Slice]:
+    """Domains the TAS cache shows free for `job` (pods still terminating there do not count: their workload
+    no longer holds an assignment, and kube-scheduler waits for them)."""
+    taken = assigned(jobs)
+    return [s for s in slices if s.id not in taken and _usable(s, job)]
+
+
+def plan_admission(
+    jobs: Iterable[Job],
+    slices: Sequence[Slice],
+    quota_chips: int,
+    chips_per_slice: int,
+    now: float,
+    *,
+    preempt_for_topology: bool = True,
+) -> AdmissionPlan:
+    jobs = list(jobs)
+    admitted = [j for j in jobs if j.quota_reserved]
+    used = sum(j.slices * chips_per_slice for j in admitted)
+    taken = assigned(admitted)
+    queued = sorted(
+        (j for j in jobs if j.state is JobState.QUEUED and j.active and not j.quota_reserved and j.requeue_at <= now),
+        key=lambda j: (-j.priority, j.created, j.id),
+    )
+    ranked = sorted(
+        (j for j in admitted if j.state is JobState.ADMITTED),
+        key=lambda j: (j.priority, -(j.last_admitted_at or 0.0), j.id),
+    )
+    plan = AdmissionPlan()
+    for w in queued:
+        need = w.slices * chips_per_slice
+        free = [s for s in slices if s.id not in taken and _usable(s, w)]
+        quota_fits = used + need <= quota_chips
+        if quota_fits and len(free) >= w.slices:
+            chosen = free[: w.slices]
+            plan.admit.append(w)
+            plan.placement[w] = chosen
+            taken.update(s.id for s in chosen)
+            used += need
+            continue
+        if quota_fits and not preempt_for_topology:
+            continue  # TAS NoFit, no preemption: BestEffortFIFO tries the next workload
+        victims = _victims(w, ranked, free, used, quota_chips, chips_per_slice)
+        if victims is None:
+            continue
+        plan.preempt.extend(victims)
+        if quota_fits:
+            plan.topology_victims.update(victims)
+        break  # the preemptor is admitted on a later cycle, once the victims are evicted
+    return plan
+
+
+def _victims(
+    w: Job, ranked: list[Job], free: list[Slice], used: int, quota_chips: int, chips_per_slice: int
+) -> list[Job] | None:
+    """The minimal candidate set (Kueue's greedy + fill-back) after which `w` fits quota and topology."""
+    candidates = [c for c in ranked if c.priority < w.priority]
+
+    def freed_domains(c: Job) -> int:
+        return sum(1 for s in (c.topology or {}).values() if _usable(s, w))
+
+    def fits(chosen: list[Job]) -> bool:
+        quota = used - sum(c.slices * chips_per_slice for c in chosen) + w.slices * chips_per_slice
+        return quota <= quota_chips and len(free) + sum(freed_domains(c) for c in chosen) >= w.slices
+
+    chosen: list[Job] = []
+    for c in candidates:
+        if fits(chosen):
+            break
+        chosen.append(c)
+    if not fits(chosen):
+        return None
+    for c in list(reversed(chosen)):
+        rest = [x for x in chosen if x is not c]
+        if fits(rest):
+            chosen = rest
+    return chosen

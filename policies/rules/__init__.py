@@ -4,6 +4,7 @@
 |---|---|
 | ``priority_tiers`` | PriorityClass values, one lowest global default, PriorityClass <-> WorkloadPriorityClass |
 | ``kueue_objects`` | Kueue v1beta2, ClusterQueue shape, LocalQueues pointing at declared ClusterQueues |
+| ``admission_checks`` | MultiKueue and ProvisioningRequest checks: parameters, references, queued flavors covered |
 | ``tpu_workloads`` | JobSets/Jobs/Pods on TPU: queue, priority tier, exclusive slices, v6e shape (also in CEL) |
 | ``hotswap_readiness`` | TPU JobSets of tiers hotswap protects survive the restart that moves them (also in CEL) |
 | ``gke`` | TPU node pool placement, node identity and cluster hardening (Pulumi resources only) |
@@ -19,12 +20,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import gke, hotswap_readiness, kueue_objects, priority_tiers, reconciler_hardening, tpu_workloads
+from . import (
+    admission_checks,
+    gke,
+    hotswap_readiness,
+    kueue_objects,
+    priority_tiers,
+    reconciler_hardening,
+    tpu_workloads,
+)
 from .base import GcpRule, ObjectRule, PictureRule, Rule
 
 RULES: tuple[Rule, ...] = (
     *priority_tiers.RULES,
     *kueue_objects.RULES,
+    *admission_checks.RULES,
     *tpu_workloads.RULES,
     *hotswap_readiness.RULES,
     *gke.RULES,

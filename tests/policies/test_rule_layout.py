@@ -20,6 +20,7 @@ def test_every_rule_has_one_family_and_one_pack_policy() -> None:
     assert {r.family for r in rules.RULES} == {
         "priority tiers",
         "Kueue objects",
+        "Kueue admission checks",
         "TPU workloads",
         "GKE",
         "reconciler hardening",

@@ -10,6 +10,7 @@ from components.config.platform import PlatformConfig
 from components.config.queues import ClusterQueueSpec, Quota
 from components.config.resolved import Flavor, effective_cluster_queues
 from components.kueue.manager_config import kueue_manager_config
+from components.queues import objects
 from components.queues.objects import KUEUE_API, MANAGED_BY, cluster_queue
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -20,15 +21,7 @@ def kubeconfig_secret_name(worker: str) -> str:
 
 
 def admission_check(group: CheckGroup) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": group.name, "labels": dict(MANAGED_BY)},
-        "spec": {
-            "controllerName": MULTIKUEUE_CONTROLLER,
-            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": group.name},
-        },
-    }
+    return objects.admission_check(group.name, MULTIKUEUE_CONTROLLER, "MultiKueueConfig")
 
 
 def multikueue_config(group: CheckGroup) -> dict[str, Any]:

@@ -101,6 +101,19 @@ def cluster_queue(spec: ClusterQueueSpec, extra: dict[str, Any] | None = None) -
     }
 
 
+def admission_check(name: str, controller: str, parameters_kind: str) -> dict[str, Any]:
+    """An AdmissionCheck run by `controller`; its parameters are the `parameters_kind` object of the same name."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "controllerName": controller,
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": parameters_kind, "name": name},
+        },
+    }
+
+
 def local_queue(spec: LocalQueueSpec) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,

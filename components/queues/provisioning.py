@@ -13,11 +13,11 @@ from components import tpu_shapes
 from components.config.queues import ClusterQueueSpec, QueuedProvisioningSettings
 from components.config.resolved import Flavor
 from components.config.tpu import GKE_PROVISIONING_REQUEST_LABEL
+from components.queues import objects
 from components.queues.objects import KUEUE_API, MANAGED_BY
 
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
-KUEUE_GROUP = "kueue.x-k8s.io"
 CONFIG_KIND = "ProvisioningRequestConfig"
 # GKE reports the resize request behind a ProvisioningRequest in its status detail `ResizeRequestName`; its nodes carry
 # that name in GKE_PROVISIONING_REQUEST_LABEL, so pinning the pods to it keeps them on the capacity made for them.
@@ -54,15 +54,7 @@ def provisioning_request_config(settings: QueuedProvisioningSettings, max_run_du
 
 def admission_check(settings: QueuedProvisioningSettings) -> dict[str, Any]:
     """The AdmissionCheck run by Kueue's built-in ProvisioningRequest controller, with the config above."""
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": settings.name, "labels": dict(MANAGED_BY)},
-        "spec": {
-            "controllerName": PROVISIONING_CONTROLLER,
-            "parameters": {"apiGroup": KUEUE_GROUP, "kind": CONFIG_KIND, "name": settings.name},
-        },
-    }
+    return objects.admission_check(settings.name, PROVISIONING_CONTROLLER, CONFIG_KIND)
 
 
 def admission_checks_strategy(check: str, queued_flavors: list[str]) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 Give it the platform's objects (``build/<stack>/manifests.yaml`` from ``make preview``, or a copy) together with
 the team's workloads: rules that need the whole picture (declared queues and tiers) read every object given.
+A fleet preview's objects carry the cluster they go to (annotation ``preview.gke-tpu-priority.io/cluster``): those
+rules then read each cluster's objects apart, with the objects that name no cluster (the team's) in every cluster.
 Exit status: 0 clean, 1 violations, 2 unreadable or invalid input. ``--config`` takes the same JSON as
 ``pulumi preview --policy-pack-config`` (``{"all": "advisory", "<rule>": "disabled" | {...}}``).
 """

@@ -4,7 +4,8 @@
 |---|---|
 | ``priority_tiers`` | PriorityClass values, one lowest global default, PriorityClass <-> WorkloadPriorityClass |
 | ``kueue_objects`` | Kueue v1beta2, ClusterQueue shape, LocalQueues pointing at declared ClusterQueues |
-| ``admission_checks`` | MultiKueue and ProvisioningRequest checks: parameters, references, queued flavors covered |
+| ``admission_checks`` | MultiKueue and ProvisioningRequest checks: parameters, references, kubeconfig Secrets, |
+| | queued flavors covered, worker quota |
 | ``tpu_workloads`` | JobSets/Jobs/Pods on TPU: queue, priority tier, exclusive slices, v6e shape (also in CEL) |
 | ``hotswap_readiness`` | TPU JobSets of tiers hotswap protects survive the restart that moves them (also in CEL) |
 | ``gke`` | TPU node pool placement, node identity and cluster hardening (Pulumi resources only) |

@@ -102,6 +102,8 @@ class KubeObject:
     kind: str
     manifest: Mapping[str, Any]
     source: str  # the Pulumi resource name or file the object came from, for messages
+    cluster: str = ""
+    """The cluster the object goes to (its Kubernetes provider, or the preview's cluster annotation); "" unknown."""
 
     @property
     def name(self) -> str:
@@ -128,7 +130,21 @@ class KubeObject:
         return shown if self.source in ("", self.name) else f"{shown} (Pulumi resource '{self.source}')"
 
 
-def kubernetes_objects(resource_type: str, props: Mapping[str, Any], resource_name: str = "") -> list[KubeObject]:
+CLUSTER_ANNOTATION = "preview.gke-tpu-priority.io/cluster"
+"""The annotation a fleet preview (tools/fleet_preview.py) puts on each object: the cluster it goes to."""
+
+
+def provider_cluster(provider_ref: str) -> str:
+    """The cluster a Kubernetes provider reference (``urn``, or ``urn::id`` as resources.json has it) stands for."""
+    if not provider_ref:
+        return ""
+    urn = provider_ref.rsplit("::", 1)[0] if provider_ref.count("::") > 3 else provider_ref
+    return urn.rsplit("::", 1)[-1]
+
+
+def kubernetes_objects(
+    resource_type: str, props: Mapping[str, Any], resource_name: str = "", cluster: str = ""
+) -> list[KubeObject]:
     """The manifests a resource declares: itself for a Kubernetes kind, its objects for a ConfigGroup."""
     if resource_type in CONFIG_GROUP_TYPES:
         manifests = [m for m in items(dig(props, "objs")) if isinstance(m, Mapping)]
@@ -136,7 +152,7 @@ def kubernetes_objects(resource_type: str, props: Mapping[str, Any], resource_na
         for chunk in text if isinstance(text, list) else [text]:
             if isinstance(chunk, str):
                 manifests += [d for d in yaml.safe_load_all(chunk) if isinstance(d, Mapping)]
-        return [manifest_object(m, resource_name) for m in manifests]
+        return [manifest_object(m, resource_name, cluster) for m in manifests]
     match = _K8S_TYPE.match(resource_type)
     if not match:
         return []
@@ -144,12 +160,18 @@ def kubernetes_objects(resource_type: str, props: Mapping[str, Any], resource_na
     default_api_version = f"{group}/{match['version']}" if group else match["version"]
     api_version = str(dig(props, "apiVersion", default=default_api_version))
     kind = str(dig(props, "kind", default=match["kind"]))
-    return [KubeObject(api_version, kind, props, resource_name)]
+    return [KubeObject(api_version, kind, props, resource_name, cluster)]
 
 
-def manifest_object(manifest: Mapping[str, Any], source: str = "") -> KubeObject:
+def manifest_object(manifest: Mapping[str, Any], source: str = "", cluster: str = "") -> KubeObject:
+    """A manifest as an object; its cluster is ``cluster``, else the preview's cluster annotation, else unknown."""
+    annotated = mapping(dig(manifest, "metadata", "annotations")).get(CLUSTER_ANNOTATION)
     return KubeObject(
-        str(dig(manifest, "apiVersion", default="")), str(dig(manifest, "kind", default="")), manifest, source
+        str(dig(manifest, "apiVersion", default="")),
+        str(dig(manifest, "kind", default="")),
+        manifest,
+        source,
+        cluster or (str(annotated) if annotated else ""),
     )
 
 
@@ -159,6 +181,18 @@ def unique_objects(objects: Iterable[KubeObject]) -> list[KubeObject]:
     for obj in objects:
         seen.setdefault((obj.group, obj.kind, obj.namespace, obj.name), obj)
     return list(seen.values())
+
+
+def by_cluster(objects: Sequence[KubeObject]) -> list[list[KubeObject]]:
+    """The picture of each cluster: objects of one known cluster, plus those whose cluster is unknown.
+
+    A stack holding several clusters (a MultiKueue fleet) declares same-named objects in each, which are
+    different objects; objects of no known cluster (a team's workloads given to the CLI) belong to every picture.
+    """
+    clusters = list(dict.fromkeys(o.cluster for o in objects if o.cluster))
+    if not clusters:
+        return [list(objects)]
+    return [[o for o in objects if o.cluster in (cluster, "")] for cluster in clusters]
 
 
 def of_kind(objects: Iterable[KubeObject], kind: str, group: str | None = None) -> list[KubeObject]:
@@ -266,7 +300,13 @@ class PictureRule(Rule):
     check: PictureCheck = lambda objects, cfg: ()
 
     def findings(self, objects: Sequence[KubeObject], cfg: Config) -> Iterator[Finding]:
-        yield from self.check(unique_objects(objects), self.effective_config(cfg))
+        """The check over each cluster's picture (see :func:`by_cluster`), each finding once."""
+        seen: set[str] = set()
+        for picture in by_cluster(objects):
+            for finding in self.check(unique_objects(picture), self.effective_config(cfg)):
+                if finding.message not in seen:
+                    seen.add(finding.message)
+                    yield finding
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,9 @@ def check_auto_repair(pool: GcpResource, cfg: Config) -> Iterator[str]:
 
 
 def check_cluster_workload_identity(cluster: GcpResource, cfg: Config) -> Iterator[str]:
+    # Autopilot clusters always run Workload Identity Federation (it cannot be turned off), pool or no pool.
+    if dig(cluster.props, "enableAutopilot") is True:
+        return
     if not dig(cluster.props, "workloadIdentityConfig", "workloadPool"):
         yield (
             f"Cluster '{cluster.name}' has no workloadIdentityConfig.workloadPool; set it to "

@@ -102,6 +102,8 @@ KUEUE_REQUIRE_V1BETA2 = ObjectRule(
             "Topology",
             "AdmissionCheck",
             "ProvisioningRequestConfig",
+            "MultiKueueConfig",
+            "MultiKueueCluster",
         }
     ),
     check=check_kueue_api_version,

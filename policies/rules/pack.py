@@ -16,6 +16,7 @@ from pulumi_policy import (
     Policy,
     PolicyConfigSchema,
     PolicyCustomTimeouts,
+    PolicyProviderResource,
     PolicyResource,
     PolicyResourceOptions,
     ReportViolation,
@@ -37,6 +38,7 @@ from .base import (
     PictureRule,
     Rule,
     kubernetes_objects,
+    provider_cluster,
     unwrap_secrets,
 )
 
@@ -84,7 +86,14 @@ def resource_policy(rule: ObjectRule | GcpRule) -> ResourceValidationPolicy:
 
 
 def stack_objects(resources: Sequence[PolicyResource]) -> list[KubeObject]:
-    return [obj for r in resources for obj in kubernetes_objects(r.resource_type, r.props, r.name)]
+    """Every Kubernetes object of the stack, each tagged with the cluster (Kubernetes provider) it goes to."""
+    return [
+        obj
+        for r in resources
+        for obj in kubernetes_objects(
+            r.resource_type, r.props, r.name, provider_cluster(r.provider.urn if r.provider else "")
+        )
+    ]
 
 
 def stack_policy(rule: PictureRule) -> StackValidationPolicy:
@@ -203,6 +212,15 @@ def _policy_settings(
     return level, properties
 
 
+def _provider(ref: Any) -> PolicyProviderResource | None:
+    """The provider of a resources.json entry (``urn::id``), as the engine gives it to stack policies."""
+    if not isinstance(ref, str) or not ref:
+        return None
+    urn = ref.rsplit("::", 1)[0] if ref.count("::") > 3 else ref
+    type_name = urn.split("::")[-2] if urn.count("::") >= 3 else ""
+    return PolicyProviderResource(type_name, {}, urn, provider_cluster(urn))
+
+
 def _run(result: Any) -> None:
     if inspect.isawaitable(result):
         import asyncio
@@ -253,7 +271,17 @@ def evaluate_resources(
 
             _run(policy.validate(args, report))
     policy_resources = [
-        PolicyResource(resource_type, props, urn, name, _no_options(raw.get("parent")), None, None, [], {})
+        PolicyResource(
+            resource_type,
+            props,
+            urn,
+            name,
+            _no_options(raw.get("parent")),
+            _provider(raw.get("provider")),
+            None,
+            [],
+            {},
+        )
         for resource_type, name, urn, props, raw in prepared
     ]
     for stack in STACK_POLICIES:

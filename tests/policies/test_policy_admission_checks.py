@@ -79,11 +79,23 @@ def _missing_config(docs: list[dict[str, Any]]) -> None:
 @pytest.mark.parametrize(
     ("mutate", "rule", "fragment"),
     [
-        (_drop_check, "kueue-v1beta2-queued-flavor-provisioning-check", "without a kueue.x-k8s.io/provisioning"),
-        (_check_on_spot, "kueue-v1beta2-queued-flavor-provisioning-check", "on flavor 'v6e-4x4-spot', which is not"),
-        (_check_on_missing_flavor, "kueue-v1beta2-admission-check-references-exist", "'v6e-8x8-nothing', which none"),
+        (
+            _drop_check,
+            "kueue-v1beta2-queued-flavor-provisioning-check",
+            "but no kueue.x-k8s.io/provisioning-request admission check",
+        ),
+        (
+            _check_on_spot,
+            "kueue-v1beta2-queued-flavor-provisioning-check",
+            "to flavor 'v6e-4x4-spot', which is not a queued",
+        ),
+        (
+            _check_on_missing_flavor,
+            "kueue-v1beta2-admission-check-references-exist",
+            "onFlavors 'v6e-8x8-nothing', which is not a flavor",
+        ),
         (_missing_check, "kueue-v1beta2-admission-check-references-exist", "uses admission check 'typo'"),
-        (_long_run, "kueue-v1beta2-provisioning-max-run-duration", "'700000'; GKE takes"),
+        (_long_run, "kueue-v1beta2-provisioning-max-run-duration", "is '700000', beyond GKE's 604800 s"),
         (_wrong_kind, "kueue-v1beta2-admissioncheck-parameters-kind", "kind: ProvisioningRequestConfig"),
         (_missing_config, "kueue-v1beta2-admission-check-references-exist", "which this stack does not declare"),
     ],
@@ -104,7 +116,7 @@ def test_fleet_mistakes_are_caught(rendered: dict[str, list[dict[str, Any]]]) ->
     ac["spec"]["parameters"]["kind"] = "ProvisioningRequestConfig"
     messages = [r.message for r in _reports(docs)]
     assert any("lists cluster 'west9'" in m for m in messages), messages
-    assert any("(controller kueue.x-k8s.io/multikueue)" in m and "kind: MultiKueueConfig" in m for m in messages)
+    assert any("controllerName kueue.x-k8s.io/multikueue" in m and "kind: MultiKueueConfig" in m for m in messages)
 
 
 def test_a_manager_queue_needs_no_provisioning_check(rendered: dict[str, list[dict[str, Any]]]) -> None:

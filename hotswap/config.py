@@ -253,6 +253,12 @@ class HotswapConfig(BaseModel):
     max_victims_per_pass: int = Field(
         default=16, ge=1, le=10_000, description="Safety valve: at most this many victims held in one pass."
     )
+    preemptor_min_priority: int | None = Field(
+        default=None,
+        description="JobSets whose Workload priority (its WorkloadPriorityClass value) is below this never take "
+        "slices from others, after an infrastructure failure or starvation alike: the tiers declared with "
+        "`preempts: false`. Unset: every tier with a lower one below it may preempt.",
+    )
     resync_period: Duration = _duration(
         timedelta(seconds=1), timedelta(hours=1), timedelta(seconds=30), "Full re-plan period without events."
     )

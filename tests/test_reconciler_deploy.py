@@ -146,3 +146,25 @@ def test_disabled_reconciler_is_not_deployed() -> None:
 
     run = run_program("no-hotswap", stack_config(platform(hotswap={"enabled": False})))
     assert not [r for r in run.resources if "HotswapReconciler" in r.type or r.name.endswith("-deployment")]
+
+
+def test_tiers_that_may_not_preempt_reach_the_reconciler_as_a_floor() -> None:
+    """Default tiers: best-effort (100000) may not preempt; the lowest tier that may is training-low (1000000)."""
+    default = HotswapConfig.model_validate(objects.reconciler_config(parse_platform_config(platform())))
+    assert default.preemptor_min_priority == 1_000_000
+    tiers = [
+        {"name": "scratch", "value": 10, "description": "s", "preempts": False, "globalDefault": True},
+        {"name": "batch", "value": 20, "description": "b", "preempts": False},
+        {"name": "prod", "value": 30, "description": "p"},
+    ]
+    custom = objects.reconciler_config(parse_platform_config(platform(priorities=tiers)))
+    assert custom["preemptorMinPriority"] == 30
+    every_tier_preempts = [{**t, "preempts": True} for t in tiers]
+    assert "preemptorMinPriority" not in objects.reconciler_config(
+        parse_platform_config(platform(priorities=every_tier_preempts))
+    )
+
+
+def test_the_floor_is_not_a_setting_of_its_own() -> None:
+    with pytest.raises(ConfigError, match=r"settings\.preemptorMinPriority: set by the package from the tiers"):
+        parse_platform_config(platform(hotswap={"settings": {"preemptorMinPriority": 5}}))

@@ -10,7 +10,14 @@ from components.config.base import ConfigModel, problems_error
 from components.config.priorities import HotswapMode
 
 # Keys the package derives from the rest of the stack; setting them in `settings` would contradict it.
-DERIVED_SETTINGS = ("leaderElection", "metricsPort", "healthPort", "dryRun", "annotationDomain")
+DERIVED_SETTINGS = {
+    "leaderElection": "set by the package from the stack (remove it)",
+    "metricsPort": "set by the package from the stack (remove it)",
+    "healthPort": "set by the package from the stack (remove it)",
+    "dryRun": "set by the package from the stack (use hotswap.dryRun)",
+    "annotationDomain": "set by the package from the stack (remove it)",
+    "preemptorMinPriority": "set by the package from the tiers (use priorities[].preempts: false)",
+}
 
 
 class HotswapResources(ConfigModel):
@@ -50,11 +57,7 @@ class HotswapSettings(ConfigModel):
 
         from hotswap.config import HotswapConfig
 
-        problems = [
-            f".settings.{key}: set by the package from the stack (use hotswap.{key} or remove it)"
-            for key in DERIVED_SETTINGS
-            if key in self.settings
-        ]
+        problems = [f".settings.{key}: {why}" for key, why in DERIVED_SETTINGS.items() if key in self.settings]
         if "mode" in self.settings:
             problems.append(".settings.mode: use `hotswap.mode` (it also sets the PriorityClasses' preemption policy)")
         if not problems:

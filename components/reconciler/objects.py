@@ -41,6 +41,10 @@ def reconciler_config(config: PlatformConfig) -> dict[str, Any]:
         "metricsPort": METRICS_PORT,
         "healthPort": HEALTH_PORT,
     }
+    preempting = [t.value for t in config.priorities if t.preempts]
+    if preempting and any(not t.preempts for t in config.priorities):
+        # Tiers declared `preempts: false` sit below every tier that may (validated), so one floor says it all.
+        data["preemptorMinPriority"] = min(preempting)
     HotswapConfig.model_validate(data)
     return data
 

@@ -18,7 +18,7 @@ from hotswap.planner.fence import fence, fresh_admissions, with_fenced
 from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
 from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from hotswap.planner.victims import VictimIndex, choose_victims, victim_order
-from hotswap.planner.world import Unit, World, on_request_capacity
+from hotswap.planner.world import Unit, World, may_not_preempt, on_request_capacity
 from hotswap.slices import SliceHealth
 
 
@@ -48,6 +48,8 @@ def _preemptor_refusal(world: World, unit: Unit) -> str | None:
         return "not running in Kueue"
     if unit.held_by is not None:
         return "held as a victim"
+    if may_not_preempt(world, unit):
+        return "its tier may not preempt (preemptorMinPriority)"
     if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
         return "TAS ClusterQueue (Kueue replaces failed nodes itself)"
     if not unit.movable:

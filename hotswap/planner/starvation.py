@@ -17,7 +17,7 @@ from datetime import datetime
 
 from hotswap.model import SliceShape
 from hotswap.planner.victims import lower_priority
-from hotswap.planner.world import Unit, World, on_request_capacity
+from hotswap.planner.world import Unit, World, may_not_preempt, on_request_capacity
 
 STARVATION = "starvation"
 """Op id suffix: a later infra failure of the same attempt is a distinct op."""
@@ -36,6 +36,8 @@ def eligible(world: World, unit: Unit, disrupted: AbstractSet[str]) -> bool:
     TAS (Kueue places those), default exclusive placement (whole slices can be freed for it), and no infra
     evidence (those are infra preemptors already)."""
     if unit.workload is None or not unit.running_in_kueue or unit.held_by is not None:
+        return False
+    if may_not_preempt(world, unit):
         return False
     if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
         return False

@@ -768,6 +768,12 @@ def _workload_failures(
     return failures
 
 
+def may_not_preempt(world: World, unit: Unit) -> bool:
+    """A JobSet of a tier declared `preempts: false`: the Workload's own priority, not a boosted one, decides."""
+    floor = world.config.preemptor_min_priority
+    return floor is not None and unit.workload is not None and (unit.workload.priority or 0) < floor
+
+
 def on_request_capacity(world: World, unit: Unit) -> bool:
     """The unit runs (or, per a recently departed pod, ran) on a slice made for a GKE ProvisioningRequest.
 

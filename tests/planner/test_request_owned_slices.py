@@ -241,3 +241,21 @@ def test_an_inversion_on_a_queued_slice_is_not_resolved_by_evicting_its_occupant
     world = build_world(fleet.snapshot(), T0, CFG)
     assert [i.pool for i in find_inversions(world)] == ([] if request_owned else ["q0"])
     assert held(plan(fleet.snapshot(), T0, CFG)) == ([] if request_owned else ["lower"])
+
+
+# --- tiers that may not preempt (priorities[].preempts: false -> preemptorMinPriority) ----------------------------
+
+
+@pytest.mark.parametrize("floor", [None, 500, 1000, 1001])
+def test_a_tier_below_the_preemptor_floor_takes_no_victims(floor: int | None) -> None:
+    """H (Workload priority 1000) lost p0; a lower JobSet on v0 is the only way back. Below the floor, H waits."""
+    fleet = Fleet()
+    disrupted(fleet)
+    low(fleet, "low", fleet.slices("v0") and "v0")
+    cfg = HotswapConfig(preemptor_min_priority=floor)
+    snapshot = fleet.snapshot()
+    result = plan(snapshot, T0, cfg)
+    assert_invariants(snapshot, result, cfg)
+    may_preempt = floor is None or floor <= 1000
+    assert held(result) == (["low"] if may_preempt else [])
+    assert reserved(result) == (["v0"] if may_preempt else [])

@@ -363,7 +363,7 @@ class Simulator:
         s.vacated_by_victim = False
         s.idle_since = self.now
         self.note(f"repaired {s.pool}")
-        if s.capacity is Capacity.QUEUED and s.owner is None:
+        if self._returning(s) and s.empty:
             self._vanish(s)  # its request was given up while it was down: the nodes go back to GKE
         self._kick()
 
@@ -571,7 +571,7 @@ class Simulator:
             self._close_occupied(s)
             s.idle_since = self.now
             s.vacated_by_victim = job.victim_since is not None
-            if s.capacity is Capacity.QUEUED and s.owner is None:
+            if self._returning(s):
                 self._vanish(s)
         if current and job.state is JobState.ADMITTED:
             self._child_failed(job)
@@ -828,6 +828,12 @@ class Simulator:
             s.schedulable = False
             if s.healthy and s.empty and s.present:
                 self._vanish(s)
+
+    @staticmethod
+    def _returning(s: Slice) -> bool:
+        """Queued capacity whose request is gone: nodes still there, but no admitted workload's (a new request
+        that claimed the slice waits for GKE to make fresh nodes)."""
+        return s.capacity is Capacity.QUEUED and s.present and (s.owner is None or s.owner.awaiting_capacity)
 
     def _vanish(self, s: Slice) -> None:
         """A released queued slice leaves the cluster (called only when healthy and empty)."""

@@ -738,6 +738,7 @@ class Simulator:
             s.present = False
             s.schedulable = False
             s.idle_since = None  # capacity that does not exist is not idle
+            s.absent_since = 0.0
 
     def _plan_quota(self) -> kueue.AdmissionPlan:
         """Kueue's quota-only admission: one flavor, or one per capacity mode in ladder order."""
@@ -804,6 +805,7 @@ class Simulator:
             self.loop.after(self.timing.kueue_admission_s, partial(self._capacity_provisioned, job, claimed))
             return
         for s in claimed:
+            self._close_absent(s)
             s.present = True
             s.schedulable = True
             s.node_ready = True
@@ -842,7 +844,14 @@ class Simulator:
         s.present = False
         s.schedulable = False
         s.idle_since = None
+        s.absent_since = self.now
         self.note(f"queued slice {s.pool} returned to GKE")
+
+    def _close_absent(self, s: Slice) -> None:
+        """Capacity that did not exist is not provisioned capacity: it leaves the goodput ledger's denominator."""
+        if s.absent_since is not None:
+            self.rec.absent_slice_s += self.now - s.absent_since
+            s.absent_since = None
 
     # ------------------------------------------------------------------ end of run
     def _finalise(self, horizon: float) -> None:
@@ -858,6 +867,7 @@ class Simulator:
         for s in self.slices:
             self._close_idle(s)
             self._close_occupied(s)
+            self._close_absent(s)
             if not s.healthy and s.failed_at is not None:
                 self.rec.down_slice_s += horizon - s.failed_at
 

@@ -158,6 +158,7 @@ class Slice:
     owner: Job | None = None  # queued capacity: the JobSet whose ProvisioningRequest made these nodes
     created_at: float = 0.0  # creationTimestamp of the nodes (a queued slice's provisioning, a spot VM's return)
     nodes_deleted: bool = False  # the Node objects are gone (spot VMs reclaimed), until capacity comes back
+    absent_since: float | None = None  # not present since (queued capacity), for the provisioned-capacity ledger
 
     @property
     def empty(self) -> bool:

@@ -285,3 +285,12 @@ def test_the_ladder_scenario_is_last_and_exercises_every_rung() -> None:
     assert any(w.startswith("spot preemption notice ") for _, w in sim.trace)
     assert any(w.endswith("provisioning request filled") for _, w in sim.trace)
     assert {j.flavor for j in sim.live if j.running} == set(Capacity)
+
+
+def test_queued_capacity_that_does_not_exist_is_not_provisioned_capacity_and_the_ledger_balances() -> None:
+    scenario = ladder(scale=0.05)
+    summary = Simulator(scenario, NonePolicy()).run().summary
+    full = scenario.fleet.slices * scenario.horizon_h * HOUR * 16
+    assert summary["provisioned_chip_s"] < full
+    useful = sum(summary["useful_chip_s_by_tier"].values())
+    assert useful + sum(summary["badput_s"].values()) == pytest.approx(summary["provisioned_chip_s"], rel=1e-6)

@@ -131,7 +131,7 @@ def multi_disruption(seed: int = DEFAULT_SEED, scale: float = 1.0) -> Scenario:
     )
 
 
-LADDER_HORIZON_H = 1000.0
+LADDER_HORIZON_H = 800.0
 """Sized so the six policies run the scenario in about 3 minutes on one core at scale 1 (docs/benchmarks.md)."""
 
 

@@ -142,6 +142,10 @@ def test_a_spot_notice_terminates_the_pods_kills_them_after_15_s_and_deletes_the
     snap_nodes = nodes()
     assert len(snap_nodes) == 4 and all(n.ready is ConditionStatus.FALSE for n in snap_nodes)
     assert sim.detection_s(FailureKind.SPOT_PREEMPTION) == sim.timing.confirmed_grace_s
+    # Restarting in place would take the 15 s kill plus the recreate; a spot return is far longer: lasting.
+    t = sim.timing
+    assert sim.lasting_after_s(FailureKind.SPOT_PREEMPTION) == t.spot_pod_grace_s + t.jobset_recreate_s
+    assert job.incident_start == t0 and job.incident_lasting
     sim.loop.run(t0 + sim.timing.spot_pod_grace_s - 0.1)
     assert all(p is not None for p in s.hosts)
     sim.loop.run(t0 + sim.timing.spot_pod_grace_s)

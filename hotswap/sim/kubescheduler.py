@@ -11,6 +11,8 @@ Models what matters for hotswap (research sec. 1.2, 2.5, 4):
 A host holds one pod (4 chips each). Pool choice among free pools: most free hosts, then lowest id.
 Two policy hooks, off unless a policy sets them: a Kueue TAS assignment pins a leader to its child Job's slice
 (`Job.topology`), and a slice tainted for one JobSet (`Slice.reserved_for`) takes only that JobSet's leaders.
+Capacity ladder: a pod carries its Kueue flavor's nodeSelector (`Job.flavor`), and a queued flex-start slice takes
+only the JobSet its ProvisioningRequest was made for (`Slice.owner`; the `cloud.google.com/gke-queued` taint).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hotswap.sim.params import Capacity
 from hotswap.sim.state import Pod, PodPhase, Slice
 
 
@@ -54,6 +57,15 @@ def _anti_affinity_ok(pod: Pod, s: Slice, cycle: dict[int, list[Pod]], nominated
         other is None or other.job_key == pod.job_key or other.priority != pod.priority
         for other in (*s.hosts, *cycle.get(s.id, ()), *waiting)
     )
+
+
+def _capacity_ok(pod: Pod, s: Slice) -> bool:
+    """The flavor's nodeSelector and the queued-provisioning taint (always true outside the capacity ladder)."""
+    if s.capacity is None:
+        return True
+    if s.capacity is Capacity.QUEUED:
+        return s.owner is pod.job
+    return pod.job.flavor is None or pod.job.flavor is s.capacity
 
 
 def _leader_slice(pod: Pod) -> Slice | None:
@@ -115,6 +127,7 @@ def schedule(pending: Iterable[Pod], slices: Sequence[Slice], preemption: bool) 
                 for s in candidates
                 if s.schedulable
                 and (s.reserved_for is None or s.reserved_for is pod.job)
+                and _capacity_ok(pod, s)
                 and _anti_affinity_ok(pod, s, cycle, nominated)
             ]
         else:

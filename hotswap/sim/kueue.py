@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from hotswap.sim.params import Capacity
 from hotswap.sim.state import Job, JobState, Slice
 
 
@@ -24,6 +25,8 @@ class AdmissionPlan:
     """TAS only: the slices (one per child Job) each admitted workload is assigned to."""
     topology_victims: set[Job] = field(default_factory=set)
     """TAS only: preempted although quota alone would have fitted (the preemptor needed a free domain)."""
+    flavor: dict[Job, Capacity] = field(default_factory=dict)
+    """Capacity ladder only: the ResourceFlavor each admitted workload got."""
 
 
 def _demand(job: Job, chips_per_slice: int) -> int:
@@ -75,3 +78,76 @@ def plan_admission(jobs: Iterable[Job], quota_chips: int, chips_per_slice: int, 
         # The preemptor is admitted on a later cycle, once the victims' quota is released.
         break
     return plan
+
+
+LADDER = (Capacity.RESERVATION, Capacity.SPOT, Capacity.QUEUED)
+"""Flavor order of the ladder ClusterQueue (components/config/queues.py LADDER_ORDER without the modes the
+simulator does not model: plain flex-start and on-demand)."""
+
+
+def plan_ladder_admission(
+    jobs: Iterable[Job], quotas: dict[Capacity, int], chips_per_slice: int, now: float = 0.0
+) -> AdmissionPlan:
+    """`plan_admission` for a ClusterQueue with one ResourceFlavor per capacity mode, in `LADDER` order.
+
+    Kueue's default flavor fungibility (whenCanPreempt: TryNextFlavor) tries every flavor in order and takes the
+    first where the workload fits as is; only when none does, it preempts in the first flavor where lower-priority
+    workloads of that flavor can make room. A JobSet has one pod set, so all its slices get one flavor. Quota per
+    flavor is its nominal slices and does not shrink while spot VMs are gone (Kueue does not see capacity).
+    Borrowing and cohorts are left out: one ClusterQueue.
+    """
+    jobs = list(jobs)
+    used = {c: 0 for c in LADDER}
+    for j in jobs:
+        if j.quota_reserved and j.flavor is not None:
+            used[j.flavor] += _demand(j, chips_per_slice)
+    queued = sorted(
+        (j for j in jobs if j.state is JobState.QUEUED and j.active and not j.quota_reserved and j.requeue_at <= now),
+        key=lambda j: (-j.priority, j.created, j.id),
+    )
+    plan = AdmissionPlan()
+    for w in queued:
+        need = _demand(w, chips_per_slice)
+        fits = next((c for c in LADDER if used[c] + need <= quotas.get(c, 0)), None)
+        if fits is not None:
+            plan.admit.append(w)
+            plan.flavor[w] = fits
+            used[fits] += need
+            continue
+        for c in LADDER:
+            chosen = _victims_in_flavor(w, jobs, c, used[c], quotas.get(c, 0), chips_per_slice)
+            if chosen is not None:
+                plan.preempt.extend(chosen)
+                return plan  # as in `plan_admission`: the preemptor is admitted once its victims are gone
+    return plan
+
+
+def _victims_in_flavor(
+    w: Job, jobs: list[Job], flavor: Capacity, used: int, quota: int, chips_per_slice: int
+) -> list[Job] | None:
+    """Kueue's minimal lower-priority victim set within one flavor (greedy, then a minimising reverse pass)."""
+    need = _demand(w, chips_per_slice)
+    if need > quota:
+        return None
+    ranked = sorted(
+        (
+            j
+            for j in jobs
+            if j.quota_reserved and j.flavor is flavor and j.state is JobState.ADMITTED and j.priority < w.priority
+        ),
+        key=lambda j: (j.priority, -(j.last_admitted_at or 0.0), j.id),
+    )
+    chosen: list[Job] = []
+    freed = 0
+    for c in ranked:
+        if used - freed + need <= quota:
+            break
+        chosen.append(c)
+        freed += _demand(c, chips_per_slice)
+    if used - freed + need > quota:
+        return None
+    for c in list(reversed(chosen)):
+        if used - (freed - _demand(c, chips_per_slice)) + need <= quota:
+            chosen.remove(c)
+            freed -= _demand(c, chips_per_slice)
+    return chosen

@@ -69,6 +69,7 @@ class Recorder:
     wasted_policy_victim_slice_s: float = 0.0  # ... of which the policy's victims (hold / scheduler preemption)
     occupied_slice_s: float = 0.0  # healthy slice with at least one pod bound
     down_slice_s: float = 0.0  # faulted, until repaired
+    absent_slice_s: float = 0.0  # queued flex-start capacity with no nodes: not provisioned, so not in the ledger
     reserved_idle_slice_s: float = 0.0  # empty after a policy eviction (held for the preemptor), unused
     idle_queued_slice_s: float = 0.0  # empty while work was waiting (judged when the idle spell ends)
     idle_no_demand_slice_s: float = 0.0  # empty with nothing waiting
@@ -93,7 +94,7 @@ def summarise(
 ) -> dict[str, Any]:
     """The per-policy block of hotswap.json (contract keys first, then extras)."""
     m = rec.mttr_high_s
-    capacity = slices * horizon_s
+    capacity = slices * horizon_s - rec.absent_slice_s
     chip_capacity = capacity * chips_per_slice
     high_capacity = max(high_population, 1) * horizon_s
     return {

@@ -125,6 +125,21 @@ class Timing(_Frozen):
         30 * MINUTE,
         description="Training checkpoint period: a restart loses the progress since the last checkpoint. [U]",
     )
+    spot_notice_s: Seconds = Field(
+        30.0,
+        description="Spot preemption notice -> the VMs are gone: GKE gives pods 30 s of graceful node shutdown "
+        "after the notice (ACPI G2 soft off). [V] GKE 'Spot VMs' concept page.",
+    )
+    spot_pod_grace_s: Seconds = Field(
+        15.0,
+        description="Spot preemption notice -> non-system pods are killed (the first half of the 30 s shutdown; "
+        "critical system pods get the second). [V] GKE 'Spot VMs' concept page.",
+    )
+    queued_provisioning_s: Seconds = Field(
+        10 * MINUTE,
+        description="ProvisioningRequest created (quota reserved on a queued flex-start flavor) -> GKE has made all "
+        "the slices and the admission check is Ready. [U] DWS gives no figure; 'minutes' when capacity exists.",
+    )
 
 
 class RepairBand(_Frozen):
@@ -144,6 +159,24 @@ class RepairBand(_Frozen):
 class FailureKind(StrEnum):
     CRASH = "crash"  # hardware fault, kubelet alive: pods fail fast, node marked unhealthy
     UNREACHABLE = "unreachable"  # kubelet silent: NotReady after grace, zombies until fast-fail or repair
+    SPOT_PREEMPTION = "spot-preemption"  # GCP reclaims a spot slice: 30 s notice, then the VMs are gone
+
+
+class Capacity(StrEnum):
+    """Capacity mode of a simulated slice: the values of the platform's `gke-tpu-priority.io/capacity` node label
+    (components/config/tpu.py), in ladder order (components/config/queues.py LADDER_ORDER)."""
+
+    RESERVATION = "reservation"
+    SPOT = "spot"
+    QUEUED = "flex-start-queued"
+
+
+def _default_spot_return_mixture() -> tuple[RepairBand, ...]:
+    return (
+        RepairBand(weight=0.50, low_s=10 * MINUTE, high_s=1 * HOUR),
+        RepairBand(weight=0.40, low_s=1 * HOUR, high_s=4 * HOUR),
+        RepairBand(weight=0.10, low_s=4 * HOUR, high_s=12 * HOUR),
+    )
 
 
 def _default_repair_mixture() -> tuple[RepairBand, ...]:
@@ -197,10 +230,25 @@ class Failures(_Frozen):
     storm_slices: int = Field(0, ge=0, description="Extra correlated storm: this many slices fail ...")
     storm_window_s: Seconds = Field(60.0, description="... uniformly within this window ...")
     storm_every_h: float = Field(0.0, ge=0.0, description="... every this many hours (0 = no storms). Scenario S2.")
+    spot_mtbf_h: float = Field(
+        100.0,
+        gt=0.0,
+        description="Mean hours between GCP preemptions of one spot slice (Poisson, on top of hardware failures; "
+        "only spot slices). [U] GCP publishes no spot TPU preemption rate; it varies by zone and hour.",
+    )
+    spot_return_mixture: tuple[RepairBand, ...] = Field(
+        default_factory=_default_spot_return_mixture,
+        description="VMs gone -> GCP gives the spot capacity back (the MIG recreates the VMs). [U] no public "
+        "figure; bands of tens of minutes to half a day.",
+    )
 
     @property
     def rate_per_slice_s(self) -> float:
         return self.rate_multiplier / (self.slice_mtbf_h * HOUR)
+
+    @property
+    def spot_rate_per_slice_s(self) -> float:
+        return 1.0 / (self.spot_mtbf_h * HOUR)
 
 
 class JobClass(_Frozen):
@@ -230,6 +278,52 @@ class Fleet(_Frozen):
     topology: str = Field("4x4", description="cloud.google.com/gke-tpu-topology of every slice.")
     accelerator: str = Field("tpu-v6e-slice", description="cloud.google.com/gke-tpu-accelerator.")
     machine_type: str = Field("ct6e-standard-4t", description="Machine type of the hosts.")
+    spot_slices: int = Field(
+        0,
+        ge=0,
+        description="Of `slices`, how many are spot node pools (after the reservation ones). 0 with queued_slices 0: "
+        "one capacity-less pool group, the model of every scenario before the ladder.",
+    )
+    queued_slices: int = Field(
+        0,
+        ge=0,
+        description="Of `slices`, how many are queued flex-start capacity (the last ones): they exist only while a "
+        "workload admitted through a ProvisioningRequest holds them; the number is the flavor's quota.",
+    )
+
+    @model_validator(mode="after")
+    def _ladder_fits(self) -> Fleet:
+        if self.spot_slices + self.queued_slices > self.slices:
+            raise ValueError(
+                f"spot_slices={self.spot_slices} + queued_slices={self.queued_slices} exceed slices={self.slices}"
+            )
+        return self
+
+    @property
+    def ladder(self) -> bool:
+        """Capacity modes are modelled (labels, flavors, spot preemptions); off: one plain pool group."""
+        return self.spot_slices > 0 or self.queued_slices > 0
+
+    @property
+    def reservation_slices(self) -> int:
+        return self.slices - self.spot_slices - self.queued_slices
+
+    def capacity_of(self, index: int) -> Capacity | None:
+        """Capacity of slice `index`: reservation first, then spot, then queued; None without a ladder."""
+        if not self.ladder:
+            return None
+        if index < self.reservation_slices:
+            return Capacity.RESERVATION
+        if index < self.reservation_slices + self.spot_slices:
+            return Capacity.SPOT
+        return Capacity.QUEUED
+
+    def slices_of(self, capacity: Capacity) -> int:
+        return {
+            Capacity.RESERVATION: self.reservation_slices,
+            Capacity.SPOT: self.spot_slices,
+            Capacity.QUEUED: self.queued_slices,
+        }[capacity]
 
 
 def _default_classes() -> tuple[JobClass, ...]:

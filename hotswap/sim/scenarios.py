@@ -11,7 +11,8 @@ DEFAULT_SEEDS = 4
 
 def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Scenario]:
     """S1 at 1x and 3x, S2 storm, S3 long repairs, a fleet with spare slices, single-host pools with spare VMs
-    (kueue-tas's best case) and storms that disrupt several high-priority JobSets at once (issue 19 item 3).
+    (kueue-tas's best case), storms that disrupt several high-priority JobSets at once (issue 19 item 3) and a
+    capacity ladder of reservation, spot and queued flex-start slices (issue 20).
     `scale` multiplies every horizon (tests use < 1)."""
     long_repairs = (
         RepairBand(weight=0.50, low_s=5.0, high_s=1 * MINUTE),
@@ -36,6 +37,7 @@ def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Sce
         spare_capacity(seed, scale),
         spare_nodes(seed, scale),
         multi_disruption(seed, scale),
+        ladder(seed, scale),
     ]
 
 
@@ -126,4 +128,31 @@ def multi_disruption(seed: int = DEFAULT_SEED, scale: float = 1.0) -> Scenario:
         fleet=Fleet(slices=32),
         classes=classes,
         failures=Failures(storm_slices=8, storm_window_s=60.0, storm_every_h=24.0, repair_mixture=repairs),
+    )
+
+
+LADDER_HORIZON_H = 800.0
+"""Sized so the six policies run the scenario in about 3 minutes on one core at scale 1 (docs/benchmarks.md)."""
+
+
+def ladder(seed: int = DEFAULT_SEED, scale: float = 1.0) -> Scenario:
+    """A capacity ladder (issue 20): 8 reservation slices, 16 spot slices that GCP reclaims (30 s notice, capacity
+    back after tens of minutes to hours) and 8 slices of queued flex-start quota that exist only while a workload
+    admitted through a ProvisioningRequest holds them. Kueue fills reservation, then spot, then queued capacity.
+    High-priority demand (6 x 2 slices) exceeds the reservation, so some high-priority JobSets run on spot and are
+    hit by preemptions; total demand (36 slices) exceeds reservation + spot, so the queue reaches the top rung.
+    Hardware failures as in steady_3x on every slice that exists.
+    """
+    classes = (
+        JobClass(name="high", priority=2_000_000, slices=2, population=6, mean_duration_h=72.0),
+        JobClass(name="medium", priority=1_500_000, slices=1, population=8, mean_duration_h=24.0),
+        JobClass(name="low", priority=1_000_000, slices=1, population=16, mean_duration_h=12.0),
+    )
+    return Scenario(
+        name="ladder",
+        seed=seed,
+        horizon_h=LADDER_HORIZON_H * scale,
+        fleet=Fleet(slices=32, spot_slices=16, queued_slices=8),
+        classes=classes,
+        failures=Failures(rate_multiplier=3.0),
     )

@@ -18,7 +18,7 @@ from typing import Any
 from hotswap.sim import kubescheduler, kueue
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder, summarise
-from hotswap.sim.params import HOUR, FailureClock, FailureKind, JobClass, Scenario
+from hotswap.sim.params import HOUR, Capacity, FailureClock, FailureKind, JobClass, RepairBand, Scenario
 from hotswap.sim.policies.base import Policy
 from hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice, checkpointed_s
 
@@ -33,7 +33,10 @@ class RunResult:
 
 
 def draw_repair_s(rng: random.Random, scenario: Scenario) -> float:
-    bands = scenario.failures.repair_mixture
+    return draw_band_s(rng, scenario.failures.repair_mixture)
+
+
+def draw_band_s(rng: random.Random, bands: tuple[RepairBand, ...]) -> float:
     band = rng.choices(bands, weights=[b.weight for b in bands])[0]
     return rng.uniform(band.low_s, band.high_s)
 
@@ -50,6 +53,8 @@ class Simulator:
         self.slices = [
             Slice(id=i, pool=f"tpu-pool-{i:04d}", hosts=[None] * fleet.hosts_per_slice) for i in range(fleet.slices)
         ]
+        for s in self.slices:
+            self._init_capacity(s)
         self.chips_per_slice = fleet.hosts_per_slice * fleet.chips_per_host
         self.quota_chips = fleet.slices * self.chips_per_slice
         self.jobs: list[Job] = []
@@ -60,6 +65,10 @@ class Simulator:
         self._class_rng = {c.name: random.Random(f"{scenario.seed}:jobs:{c.name}") for c in scenario.classes}
         self._slice_rng = [random.Random(f"{scenario.seed}:slice:{s.id}") for s in self.slices]
         self._storm_rng = random.Random(f"{scenario.seed}:storm")
+        # Spot preemptions on their own per-slice streams: the other streams stay as they were without a ladder.
+        self._spot_rng = {
+            s.id: random.Random(f"{scenario.seed}:spot:{s.id}") for s in self.slices if s.capacity is Capacity.SPOT
+        }
         self._pass_pending = False
         self._interrupted: set[Job] = set()
         self._victim_attempt: dict[Job, int] = {}
@@ -84,6 +93,8 @@ class Simulator:
             else:
                 at, repair, unreachable = self._next_tick(rng, 0.0)
                 self.loop.at(at, partial(self._empty_slice_clock, s, repair, unreachable))
+        for sid, rng in self._spot_rng.items():
+            self.loop.at(rng.expovariate(self.scenario.failures.spot_rate_per_slice_s), partial(self._spot_clock, sid))
         storm_every = self.scenario.failures.storm_every_h * HOUR
         if self.scenario.failures.storm_slices and storm_every > 0:
             self.loop.at(storm_every, self._storm)
@@ -140,13 +151,14 @@ class Simulator:
         self._pass_pending = False
         plan = self.policy.plan_admission(self.now)  # a topology-aware policy's Kueue; None: quota only
         if plan is None:
-            plan = kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now)
+            plan = self._plan_quota()
         for victim in plan.preempt:
             self.rec.kueue_preemptions += 1
             if victim in plan.topology_victims:
                 self._mark_victim(victim)  # evicted for the preemptor's topology, not quota: the policy's victim
             self._evict(victim, JobState.QUEUED, victim=True)
         for job in plan.admit:
+            job.flavor = plan.flavor.get(job)
             self._admit(job)
             if job in plan.placement:
                 job.topology = dict(enumerate(plan.placement[job]))
@@ -169,6 +181,10 @@ class Simulator:
         t = self.timing
         if kind is FailureKind.CRASH:
             return max(t.fault_to_node_unhealthy_s, t.fault_to_pod_failed_s) + t.confirmed_grace_s
+        if kind is FailureKind.SPOT_PREEMPTION:
+            # The notice turns the nodes NotReady ("node is shutting down") and gives the pods a DisruptionTarget
+            # at once: confirmed, or else the plain grace on NotReady.
+            return min(t.confirmed_grace_s, t.unhealthy_grace_s)
         return t.node_monitor_grace_s + t.unhealthy_grace_s
 
     def lasting_after_s(self, kind: FailureKind) -> float:
@@ -178,6 +194,9 @@ class Simulator:
         t = self.timing
         if kind is FailureKind.CRASH:
             failed = t.fault_to_pod_failed_s
+        elif kind is FailureKind.SPOT_PREEMPTION:
+            # The kubelet's shutdown kills the pods at spot_pod_grace_s: that was their termination grace.
+            return max(self.detection_s(kind), t.spot_pod_grace_s + t.jobset_recreate_s)
         else:
             failed = t.node_monitor_grace_s + (t.fast_fail_after_s if t.fast_fail else t.taint_eviction_s)
         restart = failed + t.pod_termination_grace_s + t.jobset_recreate_s
@@ -254,7 +273,7 @@ class Simulator:
         self._fail_now(s, repair, FailureKind.UNREACHABLE if unreachable else FailureKind.CRASH)
 
     def _fail_now(self, s: Slice, repair_s: float, kind: FailureKind) -> None:
-        if not s.healthy:
+        if not s.healthy or not s.present:  # queued capacity nobody requested has no VMs to fail
             return
         t = self.timing
         self._close_idle(s)
@@ -277,6 +296,10 @@ class Simulator:
         if kind is FailureKind.CRASH:
             self.loop.after(min(t.fault_to_node_unhealthy_s, repair_s), lambda: self._node_down(s, epoch))
             self.loop.after(t.fault_to_pod_failed_s, lambda: self._pods_fail(s, epoch, only_if_down=False))
+        elif kind is FailureKind.SPOT_PREEMPTION:
+            self._spot_notice(s)
+            self.loop.after(t.spot_pod_grace_s, lambda: self._pods_fail(s, epoch, only_if_down=False))
+            self.loop.after(t.spot_notice_s, lambda: self._spot_vms_gone(s, epoch))
         else:
             if repair_s > t.node_monitor_grace_s:
                 self.loop.after(t.node_monitor_grace_s, lambda: self._node_down(s, epoch, unreachable=True))
@@ -321,6 +344,9 @@ class Simulator:
     def _repair(self, s: Slice, epoch: float) -> None:
         if s.failed_at != epoch:
             return
+        if s.nodes_deleted:  # spot capacity came back: the MIG recreated the VMs, they register as new Nodes
+            s.nodes_deleted = False
+            s.created_at = self.now
         # Whatever was on the node died with it (crash before detection, zombies of an unreachable node).
         for pod in list(s.hosts):
             if pod is not None:
@@ -337,6 +363,8 @@ class Simulator:
         s.vacated_by_victim = False
         s.idle_since = self.now
         self.note(f"repaired {s.pool}")
+        if self._returning(s) and s.empty:
+            self._vanish(s)  # its request was given up while it was down: the nodes go back to GKE
         self._kick()
 
     # ------------------------------------------------------------------ JobSet mechanics
@@ -497,6 +525,7 @@ class Simulator:
         for pod in list(job.pods):
             self._delete_pod(pod)
         job.pods = []
+        self._release_capacity(job)
         self.live.pop(job, None)
         self._submit(job.cls)
         self._kick()
@@ -542,6 +571,8 @@ class Simulator:
             self._close_occupied(s)
             s.idle_since = self.now
             s.vacated_by_victim = job.victim_since is not None
+            if self._returning(s):
+                self._vanish(s)
         if current and job.state is JobState.ADMITTED:
             self._child_failed(job)
         self._maybe_recreate(job)
@@ -609,6 +640,9 @@ class Simulator:
         job.last_admitted_at = self.now
         if job.victim_since is not None:
             self._victim_admitted_since[job] = self.now
+        if job.flavor is Capacity.QUEUED:
+            self._request_capacity(job)
+            return
         self.loop.after(
             self.timing.kueue_admission_s + self.timing.jobset_recreate_s, lambda: self._start_admitted(job)
         )
@@ -654,6 +688,7 @@ class Simulator:
         job.quota_reserved = False
         job.topology = None
         job.restarting = False
+        self._release_capacity(job)
         if job.recreate is not None:
             job.recreate.cancel()
             job.recreate = None
@@ -695,6 +730,129 @@ class Simulator:
 
         self.loop.after(self.timing.kueue_admission_s, requeue)
 
+    # ------------------------------------------------------------------ capacity ladder (Fleet.ladder)
+    def _init_capacity(self, s: Slice) -> None:
+        """Label the slice with its capacity mode; queued flex-start capacity starts without nodes (nobody asked)."""
+        s.capacity = self.scenario.fleet.capacity_of(s.id)
+        if s.capacity is Capacity.QUEUED:
+            s.present = False
+            s.schedulable = False
+            s.idle_since = None  # capacity that does not exist is not idle
+            s.absent_since = 0.0
+
+    def _plan_quota(self) -> kueue.AdmissionPlan:
+        """Kueue's quota-only admission: one flavor, or one per capacity mode in ladder order."""
+        fleet = self.scenario.fleet
+        if not fleet.ladder:
+            return kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now)
+        quotas = {c: fleet.slices_of(c) * self.chips_per_slice for c in kueue.LADDER}
+        return kueue.plan_ladder_admission(self.live, quotas, self.chips_per_slice, self.now)
+
+    def _spot_clock(self, sid: int) -> None:
+        """GCP reclaims a spot slice (Poisson per slice, its own stream: the same moments under every policy). A
+        slice already down for a hardware fault has no VMs to reclaim; the tick is skipped."""
+        rng = self._spot_rng[sid]
+        f = self.scenario.failures
+        back_s = draw_band_s(rng, f.spot_return_mixture)
+        s = self.slices[sid]
+        if s.healthy:
+            self._fail_now(s, self.timing.spot_notice_s + back_s, FailureKind.SPOT_PREEMPTION)
+        self.loop.after(rng.expovariate(f.spot_rate_per_slice_s), partial(self._spot_clock, sid))
+
+    def _spot_notice(self, s: Slice) -> None:
+        """The preemption notice: the kubelet's graceful node shutdown marks the nodes NotReady ("node is shutting
+        down") and starts terminating every pod with a DisruptionTarget (TerminationByKubelet). The pods are not
+        deleted through the API (no deletionTimestamp); they turn Failed when killed, `spot_pod_grace_s` later."""
+        s.node_ready = False
+        s.node_transition = self.now
+        for pod in s.hosts:
+            if pod is not None and pod.phase is not PodPhase.TERMINATING:
+                pod.phase = PodPhase.TERMINATING
+                pod.disruption, pod.disruption_at = "TerminationByKubelet", self.now
+        self.note(f"spot preemption notice {s.pool}")
+
+    def _spot_vms_gone(self, s: Slice, epoch: float) -> None:
+        """End of the notice: the VMs are stopped and their Node objects deleted (the cloud node lifecycle
+        controller removes Nodes whose instance is gone) until GCP gives the capacity back."""
+        if s.failed_at != epoch or s.healthy:
+            return
+        for pod in list(s.hosts):  # nothing outlives the VM (pods bound after the notice cannot exist: unschedulable)
+            if pod is not None:
+                pod.failed = True
+                self._pod_gone(pod)
+        s.nodes_deleted = True
+        self.note(f"spot VMs of {s.pool} gone")
+        self._kick()
+
+    def _request_capacity(self, job: Job) -> None:
+        """Quota reserved on the queued flex-start flavor: Kueue creates a ProvisioningRequest and admits only once
+        GKE has made all the slices (queued_provisioning_s later). Slices already back with GKE are taken first;
+        one still draining its last owner's pods is waited for (it goes back within a termination grace).
+        Left out: a request that is never filled, and partial capacity (DWS gives all or nothing)."""
+        job.awaiting_capacity = True
+        free = [s for s in self.slices if s.capacity is Capacity.QUEUED and s.owner is None]
+        claimed = sorted(free, key=lambda s: (s.present, s.id))[: job.slices]
+        for s in claimed:
+            s.owner = job
+        job.provisioned = claimed
+        self.note(f"{job.name} provisioning request for {len(claimed)} queued slices")
+        self.loop.after(self.timing.queued_provisioning_s, partial(self._capacity_provisioned, job, claimed))
+
+    def _capacity_provisioned(self, job: Job, claimed: list[Slice]) -> None:
+        if job.provisioned is not claimed or not job.awaiting_capacity:
+            return  # evicted (request deleted) before GKE filled it
+        if any(s.present for s in claimed):  # the previous owner's nodes are not gone yet
+            self.loop.after(self.timing.kueue_admission_s, partial(self._capacity_provisioned, job, claimed))
+            return
+        for s in claimed:
+            self._close_absent(s)
+            s.present = True
+            s.schedulable = True
+            s.node_ready = True
+            s.node_transition = s.created_at = self.now
+            s.idle_since = self.now
+        job.awaiting_capacity = False
+        self.note(f"{job.name} provisioning request filled")
+        self.loop.after(
+            self.timing.kueue_admission_s + self.timing.jobset_recreate_s, lambda: self._start_admitted(job)
+        )
+        self._arm_pods_ready(job)
+        self._kick()
+
+    def _release_capacity(self, job: Job) -> None:
+        """The workload lost its quota (evicted, finished, failed): Kueue deletes its ProvisioningRequest and the
+        nodes go back to GKE once its pods are gone; nobody else may use them meanwhile."""
+        job.flavor = None
+        job.awaiting_capacity = False
+        released, job.provisioned = job.provisioned, []
+        for s in released:
+            s.owner = None
+            s.schedulable = False
+            if s.healthy and s.empty and s.present:
+                self._vanish(s)
+
+    @staticmethod
+    def _returning(s: Slice) -> bool:
+        """Queued capacity whose request is gone: nodes still there, but no admitted workload's (a new request
+        that claimed the slice waits for GKE to make fresh nodes)."""
+        return s.capacity is Capacity.QUEUED and s.present and (s.owner is None or s.owner.awaiting_capacity)
+
+    def _vanish(self, s: Slice) -> None:
+        """A released queued slice leaves the cluster (called only when healthy and empty)."""
+        self._close_idle(s)
+        self._close_occupied(s)
+        s.present = False
+        s.schedulable = False
+        s.idle_since = None
+        s.absent_since = self.now
+        self.note(f"queued slice {s.pool} returned to GKE")
+
+    def _close_absent(self, s: Slice) -> None:
+        """Capacity that did not exist is not provisioned capacity: it leaves the goodput ledger's denominator."""
+        if s.absent_since is not None:
+            self.rec.absent_slice_s += self.now - s.absent_since
+            s.absent_since = None
+
     # ------------------------------------------------------------------ end of run
     def _finalise(self, horizon: float) -> None:
         self._ended = True
@@ -709,6 +867,7 @@ class Simulator:
         for s in self.slices:
             self._close_idle(s)
             self._close_occupied(s)
+            self._close_absent(s)
             if not s.healthy and s.failed_at is not None:
                 self.rec.down_slice_s += horizon - s.failed_at
 

@@ -2,6 +2,13 @@
 
 Names and uids are stable functions of simulator ids so the planner's actions map back to simulator objects.
 Finished JobSets are left out (as if garbage-collected by ttlSecondsAfterFinished).
+
+Capacity ladder (`Fleet.ladder`): nodes carry the labels GKE and the platform put on them (`node_labels`), and the
+`Node.request_owned` flag is derived from those labels and taints exactly as the I/O layer derives it
+(hotswap/kube/snapshot.py). A spot slice during its preemption notice shows NotReady nodes (the kubelet's graceful
+shutdown) and pods with a DisruptionTarget; after the notice its Node objects are gone (the VMs were deleted) until
+GCP gives the capacity back, and the slice is simply absent from the snapshot. Queued flex-start capacity nobody
+has requested, or that went back to GKE, has no nodes either.
 """
 
 from __future__ import annotations
@@ -28,10 +35,11 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
+from hotswap.sim.params import Capacity
 from hotswap.sim.state import Job, JobState, Slice, checkpointed_s
 from hotswap.sim.state import Pod as SimPod
 from hotswap.sim.state import PodPhase as SimPhase
-from hotswap.slices import UNREACHABLE_TAINT
+from hotswap.slices import CAPACITY_LABEL, QUEUED_LABEL, QUEUED_TAINT, UNREACHABLE_TAINT, request_owned_labels
 
 SIM_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 NAMESPACE = "training"
@@ -40,6 +48,9 @@ LOCAL_QUEUE = "tpu"
 REPLICATED_JOB = "workers"
 
 _TPU_TAINT = Taint("google.com/tpu", TaintEffect.NO_SCHEDULE, "present")
+_QUEUED_TAINT = Taint(QUEUED_TAINT, TaintEffect.NO_SCHEDULE, "true")
+SPOT_LABEL = "cloud.google.com/gke-spot"
+"""`true` on GKE spot nodes (GKE 'Spot VMs'); GKE adds no spot taint by default."""
 
 
 def at(seconds: float) -> datetime:
@@ -63,7 +74,23 @@ def pod_uid(pod: SimPod) -> str:
     return f"pod-{pod.uid}"
 
 
+def node_labels(s: Slice) -> dict[str, str]:
+    """Capacity labels of the slice's nodes: the platform's `gke-tpu-priority.io/capacity` (its values in
+    components/config/tpu.py), GKE's `cloud.google.com/gke-spot` on spot nodes and `cloud.google.com/gke-queued` on
+    nodes made for a ProvisioningRequest. None outside the capacity ladder."""
+    if s.capacity is None:
+        return {}
+    labels = {CAPACITY_LABEL: s.capacity.value}
+    if s.capacity is Capacity.SPOT:
+        labels[SPOT_LABEL] = "true"
+    elif s.capacity is Capacity.QUEUED:
+        labels[QUEUED_LABEL] = "true"
+    return labels
+
+
 def _nodes(s: Slice, shape: SliceShape, machine_type: str) -> list[Node]:
+    if not s.present or s.nodes_deleted:
+        return []
     taints: tuple[Taint, ...]
     if s.node_ready:
         ready, taints = ConditionStatus.TRUE, (_TPU_TAINT,)
@@ -76,6 +103,10 @@ def _nodes(s: Slice, shape: SliceShape, machine_type: str) -> list[Node]:
         )
     else:
         ready, taints = ConditionStatus.FALSE, (_TPU_TAINT,)
+    labels = node_labels(s)
+    if labels.get(QUEUED_LABEL) == "true":
+        taints = (*taints, _QUEUED_TAINT)
+    owned = request_owned_labels(labels) or any(t.key == QUEUED_TAINT for t in taints)
     return [
         Node(
             name=node_name(s, h),
@@ -87,7 +118,8 @@ def _nodes(s: Slice, shape: SliceShape, machine_type: str) -> list[Node]:
             ready=ready,
             ready_transition_time=at(s.node_transition),
             taints=taints,
-            creation_timestamp=SIM_EPOCH,
+            creation_timestamp=at(s.created_at),
+            request_owned=owned,
         )
         for h in range(len(s.hosts))
     ]
@@ -146,7 +178,7 @@ def _jobset(job: Job, shape: SliceShape, checkpoints: CheckpointSignal | None = 
         max_restarts=job.cls.max_restarts,
         restarts=job.attempt,
         restarts_count_towards_max=job.restarts_counted,
-        suspended=job.state is not JobState.ADMITTED,
+        suspended=job.state is not JobState.ADMITTED or job.awaiting_capacity,
         pod_priority=job.priority,
         creation_timestamp=at(job.created),
         annotations=annotations,
@@ -155,10 +187,11 @@ def _jobset(job: Job, shape: SliceShape, checkpoints: CheckpointSignal | None = 
 
 def _workload(job: Job) -> Workload:
     admitted = job.quota_reserved
+    checks_ready = admitted and not job.awaiting_capacity  # a ProvisioningRequest check still Pending: not Admitted
     since = at(job.last_admitted_at if job.last_admitted_at is not None else job.created)
     conditions = [
         Condition("QuotaReserved", ConditionStatus.TRUE if admitted else ConditionStatus.FALSE, "", since),
-        Condition("Admitted", ConditionStatus.TRUE if admitted else ConditionStatus.FALSE, "", since),
+        Condition("Admitted", ConditionStatus.TRUE if checks_ready else ConditionStatus.FALSE, "", since),
         Condition(
             "PodsReady",
             ConditionStatus.TRUE if job.running else ConditionStatus.FALSE,

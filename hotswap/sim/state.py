@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hotswap.sim.engine import Handle
-from hotswap.sim.params import FailureKind, JobClass
+from hotswap.sim.params import Capacity, FailureKind, JobClass
 
 
 def checkpointed_s(ran_s: float, interval_s: float) -> float:
@@ -113,6 +113,11 @@ class Job:
     # Kueue TAS: the slice (topology domain) each child Job was admitted to; pods are pinned there (the topology
     # ungater's nodeSelector). None outside topology-aware policies, so kube-scheduler places pods freely.
     topology: dict[int, Slice] | None = None
+    # Capacity ladder (Fleet.ladder only): the ResourceFlavor Kueue assigned (its node label becomes the pods'
+    # nodeSelector), and for the queued flex-start flavor the slices GKE provisioned for its ProvisioningRequest.
+    flavor: Capacity | None = None
+    awaiting_capacity: bool = False  # quota reserved, ProvisioningRequest not yet filled (admission check Pending)
+    provisioned: list[Slice] = field(default_factory=list)
 
     @property
     def priority(self) -> int:
@@ -148,6 +153,12 @@ class Slice:
     occupied_since: float | None = None  # healthy with at least one pod bound since (fleet goodput ledger)
     reserved_for: Job | None = None
     """A NoSchedule taint only this JobSet tolerates (a hero drain, a clairvoyant reservation); None: no taint."""
+    capacity: Capacity | None = None  # Fleet.capacity_of: None outside the capacity ladder
+    present: bool = True  # nodes exist; False for queued flex-start capacity nobody has requested
+    owner: Job | None = None  # queued capacity: the JobSet whose ProvisioningRequest made these nodes
+    created_at: float = 0.0  # creationTimestamp of the nodes (a queued slice's provisioning, a spot VM's return)
+    nodes_deleted: bool = False  # the Node objects are gone (spot VMs reclaimed), until capacity comes back
+    absent_since: float | None = None  # not present since (queued capacity), for the provisioned-capacity ledger
 
     @property
     def empty(self) -> bool:

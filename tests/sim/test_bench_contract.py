@@ -38,6 +38,7 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
         "spare_4",
         "spare_nodes",
         "multi_disruption",
+        "ladder",
     }
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name

@@ -105,8 +105,10 @@ class HindsightPolicy:
         sim = self.sim
         out = {p.slice for p in job.all_pods() if p.slice is not None and p.slice.healthy}
         for s in sim.slices:
-            if s.reserved_for is not None and s.reserved_for is not job:
-                continue
+            if (s.reserved_for is not None and s.reserved_for is not job) or (
+                s.owner is not None and s.owner is not job
+            ):
+                continue  # fenced for another, or queued capacity made for another's ProvisioningRequest
             if (s.healthy and (s.reserved_for is job or (s.schedulable and s.empty))) or (
                 not s.healthy
                 and s.empty
@@ -181,8 +183,8 @@ class HindsightPolicy:
             if j.state is not JobState.ADMITTED or j.priority >= preemptor.priority or j in held or not j.active:
                 continue
             mine = _slices_of(j)
-            if not mine or any(not s.healthy or s.reserved_for is not None for s in mine):
-                continue
+            if not mine or any(not s.healthy or s.reserved_for is not None or s.owner is not None for s in mine):
+                continue  # (evicting a queued-capacity JobSet gives its slices back to GKE, not to the preemptor)
             if any(p is not None and p.job is not j for s in mine for p in s.hosts):
                 continue  # a shared slice would not come free
             items.append((self._loss_chip_s(j), len(mine), j))

@@ -1,0 +1,300 @@
+"""Capacity ladder in the simulator (issue 20 item 4): spot preemptions, queued flex-start capacity, flavor order."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from hotswap.model import ConditionStatus, Node, SliceShape
+from hotswap.sim import kubescheduler, kueue
+from hotswap.sim.params import HOUR, Capacity, FailureKind, Failures, Fleet, JobClass, RepairBand, Scenario
+from hotswap.sim.policies.none import NonePolicy
+from hotswap.sim.policies.reconciler import ReconcilerPolicy
+from hotswap.sim.scenarios import ladder, standard_scenarios
+from hotswap.sim.simulator import Simulator
+from hotswap.sim.snapshot import SPOT_LABEL, at, build_snapshot, node_labels
+from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
+from hotswap.slices import CAPACITY_LABEL, QUEUED_LABEL, QUEUED_TAINT, SliceHealth, classify_slices
+from tests.sim.builders import HIGH, LOW, NEVER, two_classes
+
+QUIET = Failures(slice_mtbf_h=1e9, spot_mtbf_h=1e9)
+"""Neither hardware failures nor spot preemptions unless a test injects them."""
+
+
+def _ladder(
+    name: str,
+    reservation: int,
+    spot: int,
+    queued: int,
+    high: tuple[int, int] = (1, 0),
+    low: tuple[int, int] = (1, 0),
+    failures: Failures = QUIET,
+    horizon_h: float = 1.0,
+) -> Scenario:
+    """`high`/`low` are (slices per JobSet, population); nothing finishes by itself."""
+    base = two_classes(name, 5, horizon_h, reservation + spot + queued, high=(*high, NEVER), low=(*low, NEVER))
+    fleet = Fleet(slices=reservation + spot + queued, spot_slices=spot, queued_slices=queued)
+    return base.model_copy(update={"fleet": fleet, "failures": failures})
+
+
+def _job(jid: int, priority: int, slices: int = 1) -> Job:
+    cls = JobClass(name=f"c{priority}", priority=priority, slices=slices, population=1, mean_duration_h=1.0)
+    return Job(id=jid, name=f"j{jid}", cls=cls, work_s=1.0, created=float(jid))
+
+
+def _shape(sim: Simulator) -> SliceShape:
+    fleet = sim.scenario.fleet
+    return SliceShape(fleet.accelerator, fleet.topology, fleet.chips_per_host)
+
+
+def _nodes(sim: Simulator, pool: str | None = None) -> list[Node]:
+    """The TPU nodes the planner would see (of one pool)."""
+    snap = build_snapshot(sim.slices, list(sim.live), [], _shape(sim), sim.scenario.fleet.machine_type)
+    return [n for n in snap.nodes if pool is None or n.node_pool == pool]
+
+
+def _pools(sim: Simulator, job: Job) -> set[Slice]:
+    return {p.slice for p in job.pods if p.slice is not None}
+
+
+# ------------------------------------------------------------------ ladder order of admission
+def test_kueue_fills_reservation_then_spot_then_queued_in_priority_order() -> None:
+    jobs = [_job(0, LOW), _job(1, HIGH), _job(2, LOW), _job(3, LOW), _job(4, LOW)]
+    quotas = {Capacity.RESERVATION: 16, Capacity.SPOT: 16, Capacity.QUEUED: 32}
+    plan = kueue.plan_ladder_admission(jobs, quotas, chips_per_slice=16)
+    assert [j.id for j in plan.admit] == [1, 0, 2, 3]  # priority, then creation; the fifth does not fit
+    assert [plan.flavor[j] for j in plan.admit] == [
+        Capacity.RESERVATION,
+        Capacity.SPOT,
+        Capacity.QUEUED,
+        Capacity.QUEUED,
+    ]
+    assert plan.preempt == []
+
+
+def test_a_full_ladder_preempts_in_the_first_flavor_where_lower_priority_work_makes_room() -> None:
+    res, spot = _job(0, LOW), _job(1, LOW)
+    for j, flavor in ((res, Capacity.RESERVATION), (spot, Capacity.SPOT)):
+        j.state, j.quota_reserved, j.flavor, j.last_admitted_at = JobState.ADMITTED, True, flavor, 0.0
+    queued_high = _job(2, HIGH)
+    quotas = {Capacity.RESERVATION: 16, Capacity.SPOT: 16, Capacity.QUEUED: 0}
+    plan = kueue.plan_ladder_admission([res, spot, queued_high], quotas, chips_per_slice=16)
+    assert plan.admit == [] and plan.preempt == [res]
+    # A workload of the same priority preempts nobody: it waits.
+    same = _job(3, LOW)
+    assert kueue.plan_ladder_admission([res, spot, same], quotas, chips_per_slice=16).preempt == []
+
+
+def test_in_the_simulator_jobs_land_on_their_flavor_and_queued_ones_only_after_provisioning() -> None:
+    sim = Simulator(_ladder("order", reservation=1, spot=1, queued=2, low=(1, 4), horizon_h=0.05), NonePolicy())
+    sim.run()
+    provisioning = sim.timing.queued_provisioning_s
+    assert sim.now < provisioning
+    by_flavor = {c: [j for j in sim.live if j.flavor is c] for c in Capacity}
+    assert [len(by_flavor[c]) for c in Capacity] == [1, 1, 2]
+    for c in (Capacity.RESERVATION, Capacity.SPOT):
+        (job,) = by_flavor[c]
+        assert job.running and {s.capacity for s in _pools(sim, job)} == {c}
+    queued = sim.slices[2:]
+    assert all(not s.present for s in queued)
+    for job in by_flavor[Capacity.QUEUED]:
+        assert job.awaiting_capacity and not job.pods and job.run_start is None
+    sim.loop.run(HOUR)
+    for job in by_flavor[Capacity.QUEUED]:
+        assert job.running and job.run_start is not None and job.run_start >= provisioning
+        (own,) = _pools(sim, job)
+        assert own.capacity is Capacity.QUEUED and own.owner is job and own.present
+
+
+# ------------------------------------------------------------------ spot preemptions
+def test_spot_preemptions_come_at_the_configured_rate_on_spot_slices_only() -> None:
+    one_minute = (RepairBand(weight=1.0, low_s=60.0, high_s=60.0),)
+    failures = Failures(slice_mtbf_h=1e9, spot_mtbf_h=10.0, spot_return_mixture=one_minute)
+    sim = Simulator(_ladder("rate", reservation=4, spot=8, queued=0, failures=failures, horizon_h=5000.0), NonePolicy())
+    sim.trace = []
+    sim.run()
+    notices = [w for _, w in sim.trace if w.startswith("spot preemption notice ")]
+    spot_pools = {s.pool for s in sim.slices if s.capacity is Capacity.SPOT}
+    assert {w.rsplit(" ", 1)[1] for w in notices} == spot_pools
+    # Poisson: 8 slices x 5000 h / 10 h = 4000 expected (the 90 s down per preemption is negligible); sd ~63.
+    assert 3750 < len(notices) < 4250
+
+
+def test_a_spot_notice_terminates_the_pods_kills_them_after_15_s_and_deletes_the_nodes_after_30_s() -> None:
+    sim = Simulator(_ladder("notice", reservation=0, spot=2, queued=0, high=(2, 1)), NonePolicy())
+    sim.run()
+    (job,) = sim.live
+    assert job.running
+    s = sim.slices[0]
+    t0 = sim.now
+    sim._fail_now(s, sim.timing.spot_notice_s + HOUR, FailureKind.SPOT_PREEMPTION)
+
+    def nodes() -> list[Node]:
+        return _nodes(sim, s.pool)
+
+    sim.loop.run(t0 + 1.0)
+    pods = [p for p in s.hosts if p is not None]
+    assert len(pods) == 4
+    assert all(p.phase is PodPhase.TERMINATING and p.disruption == "TerminationByKubelet" for p in pods)
+    assert all(p.deleted_at is None for p in pods)  # graceful node shutdown kills, it does not delete via the API
+    assert not s.node_ready and not s.schedulable and not job.running
+    snap_nodes = nodes()
+    assert len(snap_nodes) == 4 and all(n.ready is ConditionStatus.FALSE for n in snap_nodes)
+    assert sim.detection_s(FailureKind.SPOT_PREEMPTION) == sim.timing.confirmed_grace_s
+    # Restarting in place would take the 15 s kill plus the recreate; a spot return is far longer: lasting.
+    t = sim.timing
+    assert sim.lasting_after_s(FailureKind.SPOT_PREEMPTION) == t.spot_pod_grace_s + t.jobset_recreate_s
+    assert job.incident_start == t0 and job.incident_lasting
+    sim.loop.run(t0 + sim.timing.spot_pod_grace_s - 0.1)
+    assert all(p is not None for p in s.hosts)
+    sim.loop.run(t0 + sim.timing.spot_pod_grace_s)
+    assert s.empty and all(p.failed for p in pods)
+    assert len(nodes()) == 4  # the VMs are still shutting down
+    sim.loop.run(t0 + sim.timing.spot_notice_s - 0.1)
+    assert len(nodes()) == 4
+    sim.loop.run(t0 + sim.timing.spot_notice_s)
+    assert s.nodes_deleted and nodes() == []
+    back = t0 + sim.timing.spot_notice_s + HOUR
+    sim.loop.run(back)
+    after = nodes()
+    assert len(after) == 4 and all(n.creation_timestamp == at(back) for n in after)
+    assert s.healthy and s.created_at == pytest.approx(back)
+
+
+def test_the_planner_classifies_a_preempted_spot_slice_as_not_healthy_at_once() -> None:
+    sim = Simulator(_ladder("classify", reservation=1, spot=1, queued=0, low=(1, 2)), NonePolicy())
+    sim.run()
+    spot = sim.slices[1]
+    sim._fail_now(spot, sim.timing.spot_notice_s + HOUR, FailureKind.SPOT_PREEMPTION)
+    sim.loop.run(sim.now + 1.0)
+    found = classify_slices(_nodes(sim), at(sim.now), timedelta(seconds=20), timedelta(seconds=60), ["google.com/tpu"])
+    assert found[spot.pool].health is not SliceHealth.HEALTHY
+    assert found[sim.slices[0].pool].health is SliceHealth.HEALTHY
+
+
+# ------------------------------------------------------------------ queued flex-start capacity
+def test_snapshot_labels_carry_the_capacity_and_queued_nodes_are_request_owned() -> None:
+    sim = Simulator(_ladder("labels", reservation=1, spot=1, queued=1, low=(1, 3)), NonePolicy())
+    sim.run()
+    res, spot, queued = sim.slices
+    assert node_labels(res) == {CAPACITY_LABEL: "reservation"}
+    assert node_labels(spot) == {CAPACITY_LABEL: "spot", SPOT_LABEL: "true"}
+    assert node_labels(queued) == {CAPACITY_LABEL: "flex-start-queued", QUEUED_LABEL: "true"}
+    owned = {n.node_pool: n.request_owned for n in _nodes(sim)}
+    assert owned == {res.pool: False, spot.pool: False, queued.pool: True}
+    queued_nodes = _nodes(sim, queued.pool)
+    assert all(any(t.key == QUEUED_TAINT and t.value == "true" for t in n.taints) for n in queued_nodes)
+    # Without a ladder nothing changes: no labels, nothing request-owned.
+    plain = Simulator(two_classes("plain", 5, 0.1, 2), NonePolicy())
+    plain.run()
+    assert all(node_labels(s) == {} for s in plain.slices)
+
+
+def test_kube_scheduler_never_binds_a_pod_to_queued_capacity_made_for_another_jobset() -> None:
+    owner, other = _job(0, LOW), _job(1, HIGH)
+    queued = Slice(id=0, pool="q", hosts=[None], capacity=Capacity.QUEUED, owner=owner)
+    spot = Slice(id=1, pool="s", hosts=[None], capacity=Capacity.SPOT)
+    other.flavor = Capacity.RESERVATION
+    pod = Pod(job=other, attempt=0, child=0, index=0, created=0.0, uid=1)
+    assert kubescheduler.schedule([pod], [queued, spot], preemption=True) == []  # wrong flavor, someone else's
+    other.flavor = None
+    (bind,) = kubescheduler.schedule([pod], [queued, spot], preemption=True)
+    assert isinstance(bind, kubescheduler.Bind) and bind.slice is spot
+    mine = Pod(job=owner, attempt=0, child=0, index=0, created=0.0, uid=2)
+    (bind,) = kubescheduler.schedule([mine], [queued], preemption=False)
+    assert isinstance(bind, kubescheduler.Bind) and bind.slice is queued
+
+
+def test_an_evicted_owner_gives_its_queued_slice_back_and_nobody_else_uses_it_meanwhile() -> None:
+    sim = Simulator(_ladder("giveback", reservation=1, spot=0, queued=1, low=(1, 3)), NonePolicy())
+    sim.run()
+    sim.loop.run(HOUR)  # past provisioning
+    q = sim.slices[1]
+    owner = q.owner
+    assert owner is not None and owner.running and _pools(sim, owner) == {q}
+    waiting = [j for j in sim.live if j.state is JobState.QUEUED]
+    assert len(waiting) == 1
+    sim.trace = []
+    t0 = sim.now
+    sim._evict(owner, JobState.QUEUED)
+    sim.loop.run(t0 + 1.0)
+    # The old pods are still terminating; the next queued workload's new request may already count on these
+    # nodes coming back, but nobody can schedule there until GKE has filled it.
+    assert q.present and not q.schedulable and (q.owner is None or q.owner.awaiting_capacity)
+    sim.loop.run(t0 + sim.timing.pod_termination_grace_s + 1.0)
+    assert not q.present
+    sim.loop.run(t0 + 2 * HOUR)
+    # Somebody got the queued quota again, through a new ProvisioningRequest: binds only after it was filled,
+    # and only its own pods.
+    filled = [(t, w.split(" ")[0]) for t, w in sim.trace if w.endswith("provisioning request filled")]
+    assert len(filled) == 1
+    filled_at, new_owner = filled[0]
+    assert filled_at >= t0 + sim.timing.queued_provisioning_s
+    binds = [(t, w) for t, w in sim.trace if w.startswith("bind ") and f"-> {q.pool}/" in w]
+    assert binds and all(t >= filled_at and w.split(" ")[1].startswith(f"{new_owner}-") for t, w in binds)
+    assert q.owner is not None and q.owner.name == new_owner
+
+
+def _reconciler_case(ladder_fleet: bool, high_on_queued: bool) -> Simulator:
+    """A high JobSet and lows; one of the high's slices crashes for 4 h; the reconciler decides."""
+    if high_on_queued:  # the 2-slice high does not fit the 1 reservation slice: Kueue gives it queued capacity
+        scenario = _ladder("rq", reservation=1, spot=0, queued=2, high=(2, 1), low=(1, 1))
+    else:  # the high holds the reservation, the lows run on queued capacity
+        scenario = _ladder("rr", reservation=2, spot=0, queued=2, high=(2, 1), low=(1, 2))
+    if not ladder_fleet:
+        scenario = scenario.model_copy(update={"fleet": Fleet(slices=scenario.fleet.slices)})
+    sim = Simulator(scenario, ReconcilerPolicy())
+    sim.run()
+    sim.loop.run(HOUR)
+    high = next(j for j in sim.live if j.priority == HIGH)
+    assert high.running
+    target = sorted(_pools(sim, high), key=lambda s: s.id)[0]
+    sim.trace = []
+    sim._fail_now(target, 4 * HOUR, FailureKind.CRASH)
+    sim.loop.run(sim.now + 2 * HOUR)
+    return sim
+
+
+@pytest.mark.parametrize("high_on_queued", [False, True])
+def test_the_reconciler_never_frees_queued_capacity_nor_frees_slices_for_a_queued_capacity_jobset(
+    high_on_queued: bool,
+) -> None:
+    # Control: the same fleet without capacity modes, where the reconciler does hold a low JobSet.
+    plain = _reconciler_case(ladder_fleet=False, high_on_queued=high_on_queued)
+    assert plain.rec.holds >= 1
+    sim = _reconciler_case(ladder_fleet=True, high_on_queued=high_on_queued)
+    assert sim.rec.holds == 0 and sim.rec.victims == 0
+    lows = [j for j in sim.live if j.priority == LOW]
+    assert lows and all(j.running for j in lows)
+    high = next(j for j in sim.live if j.priority == HIGH)
+    assert sim.trace is not None
+    queued_pools = {s.pool for s in sim.slices if s.capacity is Capacity.QUEUED}
+    for _, w in sim.trace:
+        if w.startswith(f"bind {high.name}-"):
+            pool = w.split("-> ")[1].split("/")[0]
+            # a queued-capacity high restarts only on its own request's slices; a reservation one never on queued
+            assert (pool in queued_pools) is high_on_queued
+            if high_on_queued:
+                assert next(s for s in sim.slices if s.pool == pool).owner is high
+
+
+# ------------------------------------------------------------------ the standard scenario
+def test_the_ladder_scenario_is_last_and_exercises_every_rung() -> None:
+    names = [s.name for s in standard_scenarios(scale=0.01)]
+    assert names[-1] == "ladder" and names.count("ladder") == 1
+    sim = Simulator(ladder(scale=0.05), NonePolicy())
+    sim.trace = []
+    sim.run()
+    assert any(w.startswith("spot preemption notice ") for _, w in sim.trace)
+    assert any(w.endswith("provisioning request filled") for _, w in sim.trace)
+    assert {j.flavor for j in sim.live if j.running} == set(Capacity)
+
+
+def test_queued_capacity_that_does_not_exist_is_not_provisioned_capacity_and_the_ledger_balances() -> None:
+    scenario = ladder(scale=0.05)
+    summary = Simulator(scenario, NonePolicy()).run().summary
+    full = scenario.fleet.slices * scenario.horizon_h * HOUR * 16
+    assert summary["provisioned_chip_s"] < full
+    useful = sum(summary["useful_chip_s_by_tier"].values())
+    assert useful + sum(summary["badput_s"].values()) == pytest.approx(summary["provisioned_chip_s"], rel=1e-6)

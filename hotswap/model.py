@@ -78,14 +78,22 @@ class SliceShape:
     `chips_per_host` disambiguates layouts with the same topology (v6e 2x4 = one 8-chip VM or two 4-chip
     VMs): on a node it comes from the machine type or `google.com/tpu` allocatable, on a pod template from its
     `google.com/tpu` request. None means "not known"; two shapes then match on accelerator and topology only.
+
+    `capacity` is the platform's `gke-tpu-priority.io/capacity` label (reservation, spot, flex-start, …): on a node
+    its pool's, on a pod template what Kueue's ResourceFlavor put in its nodeSelector at admission. On a capacity
+    ladder a JobSet admitted to the reservation flavor cannot run on a spot slice, so a spot slice freed for it
+    frees nothing. None on either side (a pool or a flavor that does not split by capacity) matches any.
     """
 
     accelerator: str
     topology: str
     chips_per_host: int | None = None
+    capacity: str | None = None
 
     def matches(self, other: SliceShape) -> bool:
         if self.accelerator != other.accelerator or self.topology != other.topology:
+            return False
+        if self.capacity is not None and other.capacity is not None and self.capacity != other.capacity:
             return False
         return (
             self.chips_per_host is None or other.chips_per_host is None or self.chips_per_host == other.chips_per_host
@@ -120,6 +128,8 @@ class Node:
     """`node.kubernetes.io/instance-type`, e.g. `ct6e-standard-4t`."""
     tpu_chips: int | None = None
     """`status.allocatable["google.com/tpu"]`, when known."""
+    capacity: str | None = None
+    """`gke-tpu-priority.io/capacity` label of the platform's TPU pools (see `SliceShape.capacity`)."""
     ready: ConditionStatus = ConditionStatus.TRUE
     """Status of the `Ready` condition (Unknown when the kubelet stopped reporting)."""
     ready_transition_time: datetime | None = None

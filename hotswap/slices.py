@@ -216,9 +216,9 @@ def _unreachable_since(nodes: Iterable[Node]) -> datetime | None:
 
 
 @lru_cache(maxsize=1024)
-def _shape(accelerator: str, topology: str, per_host: int | None) -> SliceShape:
+def _shape(accelerator: str, topology: str, per_host: int | None, capacity: str | None = None) -> SliceShape:
     """Shapes are few and immutable: share one instance per distinct value instead of building one per slice."""
-    return SliceShape(accelerator, topology, per_host)
+    return SliceShape(accelerator, topology, per_host, capacity)
 
 
 def classify_slice(
@@ -235,7 +235,8 @@ def classify_slice(
     per_host = _machine_chips(machine) if machine else None
     if per_host is None:
         per_host = chips_per_host(None, [n.tpu_chips for n in nodes])
-    shape = _shape(first.accelerator or "", first.topology or "", per_host)
+    capacity = first.capacity or next((n.capacity for n in nodes if n.capacity), None)
+    shape = _shape(first.accelerator or "", first.topology or "", per_host, capacity)
     expected = expected_host_count(shape.topology, per_host)
     names = tuple(sorted([n.name for n in nodes]))
     owned = any(n.request_owned for n in nodes)

@@ -40,7 +40,7 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
-from hotswap.slices import QUEUED_TAINT, request_owned_labels
+from hotswap.slices import CAPACITY_LABEL, QUEUED_TAINT, request_owned_labels
 
 JsonObj = dict[str, Any]
 T = TypeVar("T")
@@ -147,6 +147,7 @@ def node_from(obj: JsonObj) -> Node | None:
         topology=labels.get(TOPOLOGY_LABEL),
         machine_type=labels.get(INSTANCE_TYPE_LABEL),
         tpu_chips=_int(_dict(status.get("allocatable")).get(TPU_RESOURCE)),
+        capacity=labels.get(CAPACITY_LABEL),
         # A node that never reported Ready is not known to be ready.
         ready=ready.status if ready is not None else ConditionStatus.UNKNOWN,
         ready_transition_time=ready.last_transition_time if ready is not None else None,
@@ -213,7 +214,10 @@ def shape_from_pod_spec(pod_spec: dict[str, Any]) -> SliceShape | None:
         if amount is None:
             amount = _int(_dict(resources.get("requests")).get(TPU_RESOURCE))
         chips += amount or 0
-    return SliceShape(accelerator=accelerator, topology=topology, chips_per_host=chips or None)
+    # Kueue writes the admitted flavor's nodeLabels into the template, so a ladder's capacity rung shows here.
+    return SliceShape(
+        accelerator=accelerator, topology=topology, chips_per_host=chips or None, capacity=selector.get(CAPACITY_LABEL)
+    )
 
 
 def _node_selector_strategy(

@@ -585,7 +585,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
     )
 
 
-_ShapeKey = tuple[str | None, str | None, str]
+_ShapeKey = tuple[str | None, str | None, str, str | None]  # accelerator, topology, machine type, capacity
 
 
 def _same_time(a: datetime | None, b: datetime | None) -> bool:
@@ -620,7 +620,7 @@ def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapCo
         found = None
         labels: _ShapeKey | None = None
         if machine:
-            labels = (first.accelerator, first.topology, machine)
+            labels = (first.accelerator, first.topology, machine, first.capacity)
             known = shapes.get(labels)
             if known is not None:
                 found = _fine(name, members, known[0], known[1], now, stabilization, tolerated, previous.get(name))

@@ -115,6 +115,7 @@ def _nodes(s: Slice, shape: SliceShape, machine_type: str) -> list[Node]:
             topology=shape.topology,
             machine_type=machine_type,
             tpu_chips=shape.chips_per_host,
+            capacity=labels.get(CAPACITY_LABEL),
             ready=ready,
             ready_transition_time=at(s.node_transition),
             taints=taints,
@@ -165,6 +166,14 @@ class CheckpointSignal:
         return job.run_start + saved if saved > 0 else None
 
 
+def _admitted_shape(job: Job, shape: SliceShape) -> SliceShape:
+    """The template's shape as Kueue leaves it: while admitted to a ladder flavor, its nodeSelector names the
+    flavor's capacity; suspended again, the original nodeSelector is back."""
+    if job.flavor is None or not job.quota_reserved:
+        return shape
+    return SliceShape(shape.accelerator, shape.topology, shape.chips_per_host, job.flavor.value)
+
+
 def _jobset(job: Job, shape: SliceShape, checkpoints: CheckpointSignal | None = None) -> JobSet:
     annotations = {JOBSET_EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL}
     if checkpoints is not None and (last := checkpoints.last(job)) is not None:
@@ -173,7 +182,7 @@ def _jobset(job: Job, shape: SliceShape, checkpoints: CheckpointSignal | None = 
         namespace=NAMESPACE,
         name=job.name,
         uid=jobset_uid(job),
-        replicated_jobs=(ReplicatedJob(REPLICATED_JOB, job.slices, shape),),
+        replicated_jobs=(ReplicatedJob(REPLICATED_JOB, job.slices, _admitted_shape(job, shape)),),
         exclusive_topology=NODEPOOL_LABEL,
         max_restarts=job.cls.max_restarts,
         restarts=job.attempt,

@@ -649,7 +649,8 @@ class Simulator:
             return
         t = self.timing
         job.requeue_count += 1
-        backoff = min(t.requeue_backoff_base_s * 2 ** (job.requeue_count - 1), t.requeue_backoff_max_s)
+        # The exponent is capped: a JobSet evicted a thousand times (a livelock) would overflow the float.
+        backoff = min(t.requeue_backoff_base_s * 2 ** min(job.requeue_count - 1, 64), t.requeue_backoff_max_s)
         job.requeue_at = self.now + backoff
         self.rec.pods_ready_evictions += 1
         self._evict(job, JobState.QUEUED)

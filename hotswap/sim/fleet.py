@@ -250,7 +250,28 @@ def fleet_bench(
             "policies": policies,
             "events": {p: sum(r.events for r in mine if r.policy == p) for p in FLEET_POLICIES},
         }
+    out["multikueue_vs_independent"] = vs_independent(out["modes"])
     return out
+
+
+def vs_independent(modes: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per policy, what MultiKueue dispatch changes against the same policy with regions picked by hand."""
+    mk, ind = modes[FleetMode.MULTIKUEUE.value]["policies"], modes[FleetMode.INDEPENDENT.value]["policies"]
+    return {
+        policy: {
+            "high_goodput_delta": round(mk[policy]["high_goodput"] - ind[policy]["high_goodput"], 5),
+            "fleet_goodput_delta": round(mk[policy]["fleet_goodput"] - ind[policy]["fleet_goodput"], 5),
+            "high_useful_gain_chip_h": round(
+                (mk[policy]["high_useful_chip_s"] - ind[policy]["high_useful_chip_s"]) / HOUR, 1
+            ),
+            "victim_lost_chip_h_delta": round(
+                (mk[policy]["badput_s"]["victim_wasted_progress"] - ind[policy]["badput_s"]["victim_wasted_progress"])
+                / HOUR,
+                1,
+            ),
+        }
+        for policy in mk
+    }
 
 
 def _pool_fleet_extras(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
@@ -283,4 +304,13 @@ def fleet_table(report: dict[str, Any]) -> str:
                 f"{f(p['fleet_goodput']):>10}{f(p['exchange_rate']):>10}{f(p['high_gain_over_none_chip_h']):>15}"
                 f"{d['retries']:>9}{d['retries_by_hold']:>8}{d['moves']:>7}"
             )
+    lines.append(
+        "multikueue vs independent (same policy): high goodput / fleet goodput deltas, high useful chip-h gained,"
+    )
+    lines.append("victims' lost chip-h added")
+    for policy, d in report.get("multikueue_vs_independent", {}).items():
+        lines.append(
+            f"  {policy:<11}{d['high_goodput_delta']:+.4f} / {d['fleet_goodput_delta']:+.4f}, "
+            f"{d['high_useful_gain_chip_h']:+.0f} chip-h, {d['victim_lost_chip_h_delta']:+.0f} chip-h"
+        )
     return "\n".join(lines)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from hotswap.sim.fleet import Degradation, FleetScenario, FleetSimulator, region_degraded
+import json
+from pathlib import Path
+
+from pytest import CaptureFixture
+
+from hotswap.sim.__main__ import main
+from hotswap.sim.fleet import FLEET_POLICIES, Degradation, FleetScenario, FleetSimulator, region_degraded
 from hotswap.sim.multikueue import FleetMode
 from hotswap.sim.params import HOUR, Failures, Fleet, JobClass
 from hotswap.sim.state import JobState
@@ -113,13 +119,17 @@ def test_independent_regions_never_move_a_jobset() -> None:
     assert summary["mttr_lasting_s"]["p50"] >= 8 * HOUR  # it waited for the repair
 
 
-def test_region_degraded_multikueue_beats_pinned_regions_for_high_priority() -> None:
+def test_region_degraded_redispatch_cuts_the_high_priority_tail() -> None:
+    """With kube-scheduler preemption in every region, a pinned high-priority JobSet on the degraded region waits
+    for the repair when the 4 healthy slices there are held by other high-priority JobSets; MultiKueue moves it
+    after waitForPodsReady evicts it (`none` is not used: its figures are dominated by a placement livelock that
+    is a model artifact, docs/benchmarks.md)."""
     sc = region_degraded(scale=0.06)  # 120 h: the degradation at hour 24 and its repairs
-    mk = FleetSimulator(sc, FleetMode.MULTIKUEUE, "none").run().summary
-    ind = FleetSimulator(sc, FleetMode.INDEPENDENT, "none").run().summary
-    assert ind["mttr_lasting_s"]["n"] >= 1
-    assert mk["high_goodput"] > ind["high_goodput"] + 0.02
-    assert mk["mttr_lasting_s"]["p50"] < ind["mttr_lasting_s"]["p50"]
+    mk = FleetSimulator(sc, FleetMode.MULTIKUEUE, "scheduler").run().summary
+    ind = FleetSimulator(sc, FleetMode.INDEPENDENT, "scheduler").run().summary
+    assert ind["mttr_lasting_s"]["p95"] > 2 * HOUR
+    assert mk["mttr_lasting_s"]["p95"] < ind["mttr_lasting_s"]["p95"] / 2
+    assert mk["dispatch"]["moves"] > 0
 
 
 def test_reconciler_holds_in_a_multikueue_worker_become_redispatches() -> None:
@@ -137,3 +147,19 @@ def test_same_seed_same_result() -> None:
     assert a.events == b.events
     c = FleetSimulator(sc.model_copy(update={"seed": sc.seed + 1}), FleetMode.MULTIKUEUE, "scheduler").run()
     assert c.summary != a.summary
+
+
+def test_fleet_cli_writes_both_modes_every_policy_and_the_comparison(
+    tmp_path: Path, capsys: CaptureFixture[str]
+) -> None:
+    out = tmp_path / "fleet.json"
+    assert main(["fleet", "--scale", "0.005", "--out", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert set(report["modes"]) == {"multikueue", "independent"}
+    for block in report["modes"].values():
+        assert list(block["policies"]) == list(FLEET_POLICIES)
+        assert block["policies"]["none"]["high_gain_over_none_chip_h"] == 0.0
+        assert all("exchange_rate" in p and "dispatch" in p for p in block["policies"].values())
+    assert list(report["multikueue_vs_independent"]) == list(FLEET_POLICIES)
+    printed = capsys.readouterr().out
+    assert "multikueue  reconciler" in printed and "independent none" in printed

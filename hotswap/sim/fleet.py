@@ -76,7 +76,9 @@ class FleetScenario(_Frozen):
     )
     failures: Failures = Field(default_factory=Failures, description="Background slice failures in every region.")
     degradation: Degradation | None = Field(None, description="A region's recurring large-scale outage, if any.")
-    timing: Timing = Field(default_factory=Timing)
+    timing: Timing = Field(
+        default_factory=Timing, description="Kubernetes/Kueue/JobSet latencies, the same in every region."
+    )
     dispatch_s: Seconds = Field(
         1.0,
         description="MultiKueue manager reaction: remote Workload created, deleted or its status seen on the "
@@ -210,7 +212,7 @@ def run_fleet(scenario: FleetScenario, mode: FleetMode, policy: str) -> FleetRes
     return FleetSimulator(scenario, mode, policy).run()
 
 
-def _run_key(args: tuple[FleetScenario, FleetMode, str]) -> FleetResult:
+def _run_args(args: tuple[FleetScenario, FleetMode, str]) -> FleetResult:
     return run_fleet(*args)
 
 
@@ -219,7 +221,7 @@ def fleet_bench(
 ) -> dict[str, Any]:
     """`region_degraded` (or `scenario`) in both modes under FLEET_POLICIES, over `seeds` seeds, pooled as the
     bench pools seeds; exchange rates against the same mode's `none`. Returns the JSON block."""
-    from hotswap.sim.bench import add_exchange_rates
+    from hotswap.sim.bench import add_exchange_rates  # here: bench imports matplotlib, the fleet model needs none
 
     base = scenario or region_degraded(seed, scale)
     runs = [
@@ -232,9 +234,9 @@ def fleet_bench(
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=workers) as ex:
-            results = list(ex.map(_run_key, runs))
+            results = list(ex.map(_run_args, runs))
     else:
-        results = [_run_key(r) for r in runs]
+        results = [_run_args(r) for r in runs]
     out: dict[str, Any] = {"scenario": base.name, "params": base.model_dump(mode="json"), "modes": {}}
     for mode in FleetMode:
         mine = [r for r in results if r.mode == mode.value]

@@ -69,7 +69,8 @@ class DispatchStats:
     retries_by_hold: int = 0  # ... of which the worker's reconciler had deactivated the copy
     moves: int = 0  # a re-dispatched JobSet admitted on another worker than its last one
     manager_preemptions: int = 0
-    losing_admissions: int = 0  # a second copy admitted before the manager deleted it
+    losing_admissions: int = 0  # a copy admitted while another admission stands (a losing copy not yet deleted,
+    # or the evicted winner readmitted by its worker before the manager's Retry deleted it)
 
 
 class Manager:

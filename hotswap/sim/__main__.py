@@ -82,7 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--workers", type=int, default=None, help="worker processes (default: number of CPUs)")
     sw.add_argument("--out", type=Path, default=Path("build/bench/sweep.json"))
     sw.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    fl = sub.add_parser("fleet", help="the region_degraded MultiKueue fleet scenario, both modes -> table, fleet.json")
+    fl.add_argument("--out", type=Path, default=Path("build/bench/fleet.json"))
+    fl.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    fl.add_argument("--seeds", type=int, default=1, help="seeds, from --seed on (default 1)")
+    fl.add_argument("--scale", type=float, default=1.0, help="multiply the scenario horizon")
+    fl.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:] or ["run", "--help"])
+
+    if args.command == "fleet":
+        return _fleet(parser, args)
 
     if args.command == "sweep":
         return _sweep(parser, args)
@@ -148,6 +157,19 @@ def _sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except SweepError as exc:
         parser.error(str(exc))
     print(render(report, markdown=args.markdown))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, allow_nan=True) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def _fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from hotswap.sim.fleet import fleet_bench, fleet_table
+
+    if args.seeds < 1 or args.scale <= 0 or args.workers < 1:
+        parser.error("--seeds and --workers must be >= 1 and --scale > 0")
+    report = fleet_bench(seed=args.seed, scale=args.scale, seeds=args.seeds, workers=args.workers)
+    print(fleet_table(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, allow_nan=True) + "\n", encoding="utf-8")
     print(f"\nwrote {args.out}")

@@ -44,11 +44,11 @@ def draw_band_s(rng: random.Random, bands: tuple[RepairBand, ...]) -> float:
 class Simulator:
     """One scenario under one policy. Call :meth:`run` once."""
 
-    def __init__(self, scenario: Scenario, policy: Policy) -> None:
+    def __init__(self, scenario: Scenario, policy: Policy, loop: EventLoop | None = None) -> None:
         self.scenario = scenario
         self.timing = scenario.timing
         self.policy = policy
-        self.loop = EventLoop()
+        self.loop = loop if loop is not None else EventLoop()  # a fleet's workers share one clock (fleet.py)
         fleet = scenario.fleet
         self.slices = [
             Slice(id=i, pool=f"tpu-pool-{i:04d}", hosts=[None] * fleet.hosts_per_slice) for i in range(fleet.slices)
@@ -77,10 +77,21 @@ class Simulator:
         self.departures: deque[Departure] = deque()
         self.track_departures = False  # the reconciler policy turns this on
         self.trace: list[tuple[float, str]] | None = None  # set to [] to record a readable event log
+        # Fleet hooks (hotswap/sim/fleet.py): a MultiKueue manager watches its remote copies. on_terminal replaces
+        # the closed-population resubmission (the manager submits the replacement).
+        self.on_admit: Callable[[Job], None] | None = None
+        self.on_evict: Callable[[Job], None] | None = None
+        self.on_terminal: Callable[[Job], None] | None = None
 
     # ------------------------------------------------------------------ setup and run
     def run(self, on_progress: Callable[[float], None] | None = None) -> RunResult:
-        horizon = self.scenario.horizon_h * HOUR
+        self.start()
+        self.loop.run(self.scenario.horizon_h * HOUR, on_progress)
+        return self.finish()
+
+    def start(self) -> None:
+        """Attach the policy, submit the populations, start the failure clocks (run() = start, loop, finish; a fleet
+        starts every worker on one shared loop, then finishes each)."""
         self.policy.attach(self)
         for cls in self.scenario.classes:
             for _ in range(cls.population):
@@ -99,7 +110,9 @@ class Simulator:
         if self.scenario.failures.storm_slices and storm_every > 0:
             self.loop.at(storm_every, self._storm)
         self._kick()
-        self.loop.run(horizon, on_progress)
+
+    def finish(self) -> RunResult:
+        horizon = self.scenario.horizon_h * HOUR
         self._finalise(horizon)
         return RunResult(
             scenario=self.scenario.name,
@@ -120,16 +133,19 @@ class Simulator:
         job = Job(id=len(self.jobs), name=f"{cls.name}-{k:05d}", cls=cls, work_s=work, created=self.now)
         self.jobs.append(job)
         self.live[job] = None
+        self._start_replica_clocks(job, self.scenario.seed)
+        return job
+
+    def _start_replica_clocks(self, job: Job, seed: int) -> None:
         if not self._slice_clocks_only:
-            for child in range(cls.slices):
-                rng = random.Random(f"{self.scenario.seed}:replica:{job.name}:{child}")
+            for child in range(job.slices):
+                rng = random.Random(f"{seed}:replica:{job.name}:{child}")
                 # On the absolute timeline: a JobSet submitted later under one policy than another still has
                 # its ticks at the same moments, so only ticks before its submission are skipped.
                 tick = self._next_tick(rng, 0.0)
                 while tick[0] < self.now:
                     tick = self._next_tick(rng, tick[0])
                 self.loop.at(tick[0], partial(self._replica_clock, job, child, rng, tick[1], tick[2]))
-        return job
 
     def note(self, what: str) -> None:
         """Append to the event log when tracing (per-incident timelines in tests and investigations)."""
@@ -527,7 +543,10 @@ class Simulator:
         job.pods = []
         self._release_capacity(job)
         self.live.pop(job, None)
-        self._submit(job.cls)
+        if self.on_terminal is not None:
+            self.on_terminal(job)
+        else:
+            self._submit(job.cls)
         self._kick()
 
     # ------------------------------------------------------------------ pods
@@ -633,6 +652,8 @@ class Simulator:
     # ------------------------------------------------------------------ Kueue
     def _admit(self, job: Job) -> None:
         self.note(f"kueue admits {job.name}")
+        if self.on_admit is not None:
+            self.on_admit(job)
         job.state = JobState.ADMITTED
         job.quota_reserved = True
         job.restarting = False
@@ -662,7 +683,8 @@ class Simulator:
             return
         t = self.timing
         job.requeue_count += 1
-        backoff = min(t.requeue_backoff_base_s * 2 ** (job.requeue_count - 1), t.requeue_backoff_max_s)
+        # The exponent is capped: a JobSet evicted a thousand times (a livelock) would overflow the float.
+        backoff = min(t.requeue_backoff_base_s * 2 ** min(job.requeue_count - 1, 64), t.requeue_backoff_max_s)
         job.requeue_at = self.now + backoff
         self.rec.pods_ready_evictions += 1
         self._evict(job, JobState.QUEUED)
@@ -695,6 +717,8 @@ class Simulator:
         for pod in list(job.pods):
             self._delete_pod(pod)
         job.pods = []
+        if self.on_evict is not None:
+            self.on_evict(job)
         self._kick()
 
     def evict_requeue(self, job: Job) -> None:
@@ -912,6 +936,28 @@ class Simulator:
         while self.departures and self.departures[0].at < self.now - window_s:
             self.departures.popleft()
         return list(self.departures)
+
+    # ------------------------------------------------------------------ fleet hooks (hotswap/sim/fleet.py)
+    def adopt(self, job: Job, clock_seed: int) -> None:
+        """A workload created here from outside (a MultiKueue remote copy, a JobSet a user submitted to this region):
+        queued in this Kueue. Its replica failure clocks are keyed by `clock_seed` and its name, so the same JobSet
+        meets the same faults on whichever worker it runs."""
+        self.jobs.append(job)
+        self.live[job] = None
+        self._start_replica_clocks(job, clock_seed)
+        self._kick()
+
+    def withdraw(self, job: Job, *, victim: bool) -> None:
+        """The workload's owner deleted it (MultiKueue removes a remote copy): an admitted one is evicted first (its
+        pods terminate with their grace period), then it leaves this cluster without a replacement."""
+        self._evict(job, JobState.QUEUED, victim=victim)
+        self.live.pop(job, None)
+        self.jobs.remove(job)
+        self._kick()
+
+    def fail_slice(self, s: Slice, repair_s: float, kind: FailureKind = FailureKind.CRASH) -> None:
+        """An externally scheduled fault (a region's degradation), with the same effects as a drawn one."""
+        self._fail_now(s, repair_s, kind)
 
     # ------------------------------------------------------------------ helpers for policies and tests
     def pods(self) -> Iterable[Pod]:

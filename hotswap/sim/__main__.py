@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hotswap.sim.bench import add_exchange_rates, bench, seeds_for, table
+from hotswap.sim.fleet import fleet_table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             args.out, seed=args.seed, scale=args.scale, workers=args.workers, passes=args.passes, seeds=args.seeds
         )
         print(table(report))
+        print()
+        print(fleet_table(report["fleet"]))
         print(f"\nwrote {args.out / 'hotswap.json'} and {args.out / 'mttr.png'}")
         return 0
     try:
@@ -164,7 +167,7 @@ def _sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from hotswap.sim.fleet import fleet_bench, fleet_table
+    from hotswap.sim.fleet import fleet_bench
 
     if args.seeds < 1 or args.scale <= 0 or args.workers < 1:
         parser.error("--seeds and --workers must be >= 1 and --scale > 0")

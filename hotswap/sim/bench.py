@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
+from hotswap.sim.fleet import fleet_bench
 from hotswap.sim.metrics import exchange_rate, pool
 from hotswap.sim.params import Scenario
 from hotswap.sim.plot import plot_mttr
@@ -41,6 +42,8 @@ from hotswap.sim.scaling import measure
 from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
 from hotswap.sim.simulator import RunResult
 
+FLEET_SEEDS = 2
+"""Seeds of the multi-region fleet scenario (`hotswap.sim.fleet.region_degraded`) in `make bench`."""
 SCALING_SIZES = (32, 256, 1024, 4096)
 QUANTILES = ("p50", "p95", "p99")
 K = TypeVar("K")
@@ -393,11 +396,13 @@ def bench(
     progress: bool = True,
     seeds: int = DEFAULT_SEEDS,
     sizes: tuple[int, ...] = SCALING_SIZES,
+    fleet_seeds: int = FLEET_SEEDS,
 ) -> dict[str, Any]:
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     report: dict[str, Any] = {
         "version": 2,
         "scenarios": run_scenarios(standard_scenarios(seed, scale), workers, progress, seeds_for(seed, seeds)),
+        "fleet": fleet_bench(seed, scale, seeds=fleet_seeds, workers=workers),
         "planner_scaling": run_scaling(passes, sizes, progress=progress),
     }
     report["targets"] = targets(report)

@@ -48,6 +48,12 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
             for field, kind in POLICY_FIELDS.items():
                 assert isinstance(stats[field], kind), (name, field, stats[field])
             assert set(stats["mttr_s"]) >= {"p50", "p95", "p99"}
+    fleet = data["fleet"]
+    assert fleet["scenario"] == "region_degraded" and set(fleet["modes"]) == {"multikueue", "independent"}
+    for block in fleet["modes"].values():
+        assert set(block["policies"]) == {"none", "scheduler", "reconciler"}
+        for stats in block["policies"].values():
+            assert 0.0 < stats["fleet_goodput"] <= 1.0 and 0.0 < stats["high_goodput"] <= 1.0
     (row,) = data["planner_scaling"]
     assert row["slices"] == 32 and row["jobsets"] == 128
     for field in ("p50_ms", "p99_ms", "peak_mb"):

@@ -9,14 +9,16 @@ every JobSet's progress since its last checkpoint, and acts at the instant of th
   any free slice against other pods, and for the slices still missing evicts the set of lower-priority JobSets
   that throws away the least progress (an exact minimum-cost cover over chips x progress since their last
   checkpoint), suspending them with Workload.spec.active=false;
-- the victims are released (spec.active=true) as soon as the preemptor runs again.
+- the victims are released (spec.active=true) as soon as the preemptor runs again;
+- a lower-priority JobSet whose pods share a slice with a high-priority JobSet that is not running (their leaders
+  bound in one scheduling cycle on a slice nobody fenced) is evicted at once: it has not run on that attempt.
 
 It acts for high-priority JobSets only (the badput it bounds) and never uses kube-scheduler preemption. What it
 leaves out, so it bounds the online policies in the figures they target rather than in every conceivable way: it
 does not time an eviction to fall just after a victim's next checkpoint, does not look ahead to later failures or
 job completions, and does nothing for a high-priority JobSet that waits without a failure (starvation after
-admission). tests/sim/test_hindsight.py checks that its high-priority badput is at most every other policy's on a
-seeded scenario.
+admission). tests/sim/test_peers.py checks that its high-priority badput is at most every other policy's on a
+seeded scenario; docs/benchmarks.md (issue 19) has where it is not a bound per seed (checkpoint grid, storms).
 """
 
 from __future__ import annotations

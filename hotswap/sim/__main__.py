@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hotswap.sim.bench import add_exchange_rates, bench, seeds_for, table
+from hotswap.sim.bench import SCALING_SIZES, add_exchange_rates, bench, seeds_for, table
 from hotswap.sim.fleet import fleet_table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
 from hotswap.sim.runner import POLICIES, run_one
@@ -31,6 +31,17 @@ def _job_class(text: str) -> JobClass:
         )
     except (ValueError, ValidationError) as exc:
         raise argparse.ArgumentTypeError(f"--class {text!r}: {exc}") from exc
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """Comma-separated fleet sizes in slices, e.g. 32,256 (a quick look skips the 16,384-slice snapshot)."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--sizes {text!r}: expected comma-separated integers") from exc
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"--sizes {text!r}: sizes must be >= 1")
+    return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--passes", type=int, default=200, help="planner passes per scaling point (p99 needs ~100+)")
     b.add_argument(
         "--seeds", type=int, default=DEFAULT_SEEDS, help=f"seeds per scenario, from --seed on (default {DEFAULT_SEEDS})"
+    )
+    b.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=SCALING_SIZES,
+        help="planner scaling fleet sizes in slices, comma-separated (default: "
+        + ",".join(map(str, SCALING_SIZES))
+        + "; the largest builds a 65,536-JobSet snapshot)",
     )
     sw = sub.add_parser("sweep", help="one standard scenario over a grid of parameter values -> table, sweep.json")
     sw.add_argument(
@@ -101,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.seeds < 1:
             parser.error(f"--seeds must be >= 1, got {args.seeds}")
         report = bench(
-            args.out, seed=args.seed, scale=args.scale, workers=args.workers, passes=args.passes, seeds=args.seeds
+            args.out,
+            seed=args.seed,
+            scale=args.scale,
+            workers=args.workers,
+            passes=args.passes,
+            seeds=args.seeds,
+            sizes=args.sizes,
         )
         print(table(report))
         print()

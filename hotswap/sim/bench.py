@@ -44,7 +44,10 @@ from hotswap.sim.simulator import RunResult
 
 FLEET_SEEDS = 2
 """Seeds of the multi-region fleet scenario (`hotswap.sim.fleet.region_degraded`) in `make bench`."""
-SCALING_SIZES = (32, 256, 1024, 4096)
+SCALING_SIZES = (32, 256, 1024, 4096, 16384)
+SCALING_PASSES_CAP = {16384: 50}
+"""Fewer passes for the largest fleet (65,536 JobSets, about 0.5-0.8 s a pass on a shared 2-core machine): 200
+would take minutes of the bench budget; with 50 the p99 interpolates between the two slowest passes."""
 QUANTILES = ("p50", "p95", "p99")
 K = TypeVar("K")
 
@@ -61,6 +64,16 @@ def high_demand_chip_s(scenario: Scenario) -> float:
     fleet = scenario.fleet
     slices = sum(c.population * c.slices for c in scenario.classes if c.priority >= scenario.high_threshold)
     return slices * fleet.hosts_per_slice * fleet.chips_per_host * scenario.horizon_h * 3600.0
+
+
+RECONCILER_COST = 20.0
+"""CPU time per simulated hour of the reconciler over any other policy: it runs the planner on every pass. Measured
+11-43x across the standard scenarios at 0.1 scale (docs/benchmarks.md, issue 19), median about 20."""
+
+
+def run_cost(scenario: Scenario, policy: str) -> float:
+    """Relative run time of one (scenario, policy) run, to schedule the longest first: linear in the horizon."""
+    return scenario.horizon_h * (RECONCILER_COST if policy == "reconciler" else 1.0)
 
 
 def seeds_for(seed: int, count: int) -> list[int]:
@@ -80,8 +93,8 @@ def run_many(
             bar.update()
     else:
         with ProcessPoolExecutor(max_workers=workers) as executor:
-            # Longest first (the reconciler replans; long horizons) so the workers finish together.
-            ordered = sorted(runs, key=lambda r: -(r[1].horizon_h * (4 if r[2] == "reconciler" else 1)))
+            # Longest first so the workers finish together (longest-processing-time packing).
+            ordered = sorted(runs, key=lambda r: -run_cost(r[1], r[2]))
             futures = {executor.submit(run_one, sc, policy): key for key, sc, policy in ordered}
             for fut in as_completed(futures):
                 results[futures[fut]] = fut.result()
@@ -163,7 +176,10 @@ def mttr_ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[
 
 
 def run_scaling(passes: int, sizes: tuple[int, ...] = SCALING_SIZES, progress: bool = True) -> list[dict[str, Any]]:
-    return [measure(n, passes) for n in tqdm(sizes, desc="planner scaling", disable=not progress)]
+    return [
+        measure(n, min(passes, SCALING_PASSES_CAP.get(n, passes)))
+        for n in tqdm(sizes, desc="planner scaling", disable=not progress)
+    ]
 
 
 def fmt(x: Any) -> str:
@@ -233,12 +249,15 @@ def table(report: dict[str, Any]) -> str:
     if report.get("planner_scaling"):
         lines.append("\n== planner scaling (one plan() pass on a simulated snapshot)")
         head = ("slices", 8), ("jobsets", 9), ("pods", 8), ("p50 ms", 10), ("p99 ms", 10), ("peak MB", 10)
-        lines.append("".join(f"{name:>{width}}" for name, width in head) + f"{'passes':>8}{'full GCs':>10}")
+        lines.append(
+            "".join(f"{name:>{width}}" for name, width in head) + f"{'passes':>8}{'full GCs':>10}{'cpu p50/p99 ms':>16}"
+        )
         for row in report["planner_scaling"]:
+            cpu = f"{row.get('cpu_p50_ms', math.nan):.1f}/{row.get('cpu_p99_ms', math.nan):.1f}"
             lines.append(
                 f"{row['slices']:>8}{row['jobsets']:>9}{row['pods']:>8}{row['p50_ms']:>10.2f}"
                 f"{row['p99_ms']:>10.2f}{row['peak_mb']:>10.2f}{row['passes']:>8}"
-                f"{row.get('gc_full_collections', 0):>10}"
+                f"{row.get('gc_full_collections', 0):>10}{cpu:>16}"
             )
     if report.get("targets"):
         lines.append("\n== targets (issue 5)")

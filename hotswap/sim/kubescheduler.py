@@ -17,6 +17,7 @@ only the JobSet its ProvisioningRequest was made for (`Slice.owner`; the `cloud.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -68,6 +69,20 @@ def _capacity_ok(pod: Pod, s: Slice) -> bool:
     return pod.job.flavor is None or pod.job.flavor is s.capacity
 
 
+def _leader_pools(
+    pod: Pod, candidates: Iterable[Slice], cycle: dict[int, list[Pod]], nominated: dict[tuple[int, int], Pod]
+) -> list[Slice]:
+    """The candidates a leader may go to: schedulable, not tainted for another JobSet, anti-affinity met."""
+    return [
+        s
+        for s in candidates
+        if s.schedulable
+        and (s.reserved_for is None or s.reserved_for is pod.job)
+        and _capacity_ok(pod, s)
+        and _anti_affinity_ok(pod, s, cycle, nominated)
+    ]
+
+
 def _leader_slice(pod: Pod) -> Slice | None:
     for p in pod.job.pods:
         if p.child == pod.child and p.index == 0 and p.attempt == pod.attempt:
@@ -87,8 +102,31 @@ def schedule(pending: Iterable[Pod], slices: Sequence[Slice], preemption: bool) 
         if p.nominated is not None and p.nominated[0].schedulable:
             nominated[(p.nominated[0].id, p.nominated[1])] = p
     decisions: list[Decision] = []
+    # Slices with a free host at the start of the cycle, in fleet order: binds only take hosts away, and
+    # `free_hosts` still checks each one.
+    open_slices = [s for s in slices if None in s.hosts]
     victims: set[int] = set()
     cycle: dict[int, list[Pod]] = {}  # pods bound in this cycle, by slice id
+    # Empty slices by id. While nothing is nominated, an empty slice untouched this cycle has the most free hosts
+    # a slice can have (all slices have as many hosts) and meets anti-affinity, so the lowest-id one a leader may
+    # use is the slice the full search would pick: on an empty fleet each leader then costs O(1), not O(slices).
+    uniform = len({len(s.hosts) for s in slices}) <= 1
+    empty = sorted((s for s in open_slices if all(p is None for p in s.hosts)), key=lambda s: s.id) if uniform else []
+    first_untouched = 0
+
+    def lowest_empty(pod: Pod) -> Slice | None:
+        nonlocal first_untouched
+        while first_untouched < len(empty) and empty[first_untouched].id in cycle:
+            first_untouched += 1  # a bind this cycle: never empty again within it
+        for s in itertools.islice(empty, first_untouched, None):
+            if (
+                s.id not in cycle
+                and s.schedulable
+                and (s.reserved_for is None or s.reserved_for is pod.job)
+                and _capacity_ok(pod, s)
+            ):
+                return s
+        return None
 
     def bind(pod: Pod, s: Slice, h: int) -> None:
         taken.add((s.id, h))
@@ -121,15 +159,15 @@ def schedule(pending: Iterable[Pod], slices: Sequence[Slice], preemption: bool) 
                 del nominated[(s.id, h)]
         if pod.index == 0:
             pinned = pod.job.topology.get(pod.child) if pod.job.topology is not None else None
-            candidates = [pinned] if pinned is not None else slices
-            pools = [
-                s
-                for s in candidates
-                if s.schedulable
-                and (s.reserved_for is None or s.reserved_for is pod.job)
-                and _capacity_ok(pod, s)
-                and _anti_affinity_ok(pod, s, cycle, nominated)
-            ]
+            fresh = lowest_empty(pod) if pinned is None and not nominated else None
+            if fresh is not None:
+                bind(pod, fresh, free_hosts(fresh, pod)[0])
+                continue
+            # Only a slice with a free host can take the leader without preemption, so the filters run on those
+            # first (on a full fleet they are few: without this every pending leader filters every slice).
+            pools = _leader_pools(pod, [pinned] if pinned is not None else open_slices, cycle, nominated)
+            if preemption and not any(free_hosts(s, pod) for s in pools):
+                pools = _leader_pools(pod, [pinned] if pinned is not None else slices, cycle, nominated)
         else:
             leader_pool = _leader_slice(pod)
             if leader_pool is None:

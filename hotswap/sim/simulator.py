@@ -301,7 +301,9 @@ class Simulator:
         s.repair_at = self.now + repair_s
         epoch = s.failed_at
         self.note(f"fault {s.pool} {kind.value} repair in {repair_s:.0f}s")
-        for job in {p.job for p in s.hosts if p is not None}:
+        # Only the current attempt is hit: an old attempt's pods still draining here (a requeued JobSet's new
+        # attempt may already exist elsewhere) die with the node, but must not stop the new attempt from starting.
+        for job in {p.job for p in s.hosts if p is not None and p in p.job.pods}:
             self._interrupt(job)
             if job.incident_start is None and job.state is JobState.ADMITTED:
                 job.incident_start = self.now

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from hotswap.sim.bench import bench
+from hotswap.sim.bench import RECONCILER_COST, bench, run_cost
+from hotswap.sim.params import Scenario
 from hotswap.sim.plot import mttr_figure
 
 POLICY_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -56,7 +57,7 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
             assert 0.0 < stats["fleet_goodput"] <= 1.0 and 0.0 < stats["high_goodput"] <= 1.0
     (row,) = data["planner_scaling"]
     assert row["slices"] == 32 and row["jobsets"] == 128
-    for field in ("p50_ms", "p99_ms", "peak_mb"):
+    for field in ("p50_ms", "p99_ms", "cpu_p50_ms", "cpu_p99_ms", "peak_mb"):
         assert isinstance(row[field], float) and row[field] > 0
     assert {t["target"].split(" (")[0] for t in data["targets"]} >= {
         "reconciler MTTR p50 <= 60 s",
@@ -119,3 +120,10 @@ def test_the_table_prints_the_hindsight_ratios(report: tuple[dict[str, Any], Pat
     for name in data["scenarios"]:
         assert f"== {name} " in text
     assert text.count("vs hindsight (high badput chip-h") == len(data["scenarios"])
+
+
+def test_the_reconciler_runs_are_scheduled_first_unless_another_run_is_far_longer() -> None:
+    short, long = Scenario(name="short", seed=1, horizon_h=100.0), Scenario(name="long", seed=1, horizon_h=1000.0)
+    assert run_cost(short, "reconciler") == 100.0 * RECONCILER_COST
+    assert run_cost(short, "reconciler") > run_cost(long, "hindsight") == 1000.0
+    assert run_cost(long, "none") > run_cost(Scenario(name="x", seed=1, horizon_h=40.0), "reconciler")

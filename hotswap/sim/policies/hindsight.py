@@ -9,14 +9,16 @@ every JobSet's progress since its last checkpoint, and acts at the instant of th
   any free slice against other pods, and for the slices still missing evicts the set of lower-priority JobSets
   that throws away the least progress (an exact minimum-cost cover over chips x progress since their last
   checkpoint), suspending them with Workload.spec.active=false;
-- the victims are released (spec.active=true) as soon as the preemptor runs again.
+- the victims are released (spec.active=true) as soon as the preemptor runs again;
+- a lower-priority JobSet whose pods share a slice with a high-priority JobSet that is not running (their leaders
+  bound in one scheduling cycle on a slice nobody fenced) is evicted at once: it has not run on that attempt.
 
 It acts for high-priority JobSets only (the badput it bounds) and never uses kube-scheduler preemption. What it
 leaves out, so it bounds the online policies in the figures they target rather than in every conceivable way: it
 does not time an eviction to fall just after a victim's next checkpoint, does not look ahead to later failures or
 job completions, and does nothing for a high-priority JobSet that waits without a failure (starvation after
-admission). tests/sim/test_hindsight.py checks that its high-priority badput is at most every other policy's on a
-seeded scenario.
+admission). tests/sim/test_peers.py checks that its high-priority badput is at most every other policy's on a
+seeded scenario; docs/benchmarks.md (issue 19) has where it is not a bound per seed (checkpoint grid, storms).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class HindsightPolicy:
                 self._fault(s)
         for job in [j for j in sim.live if self._starving(j)]:
             self._rescue(job, None, lasting=True)
+        self._clear_shared()
         for job in [j for j in self.victims if j.active and not j.running and j in sim.live]:
             self._top_up(job)  # a rescue still short of slices (a storm took more, or no victim was free yet)
         done = [j for j in self.victims if j.running or not j.active or j.state is JobState.HELD or j not in sim.live]
@@ -164,6 +167,30 @@ class HindsightPolicy:
                 s.reserved_for = job
             sim.deactivate(victim)
         self.victims.setdefault(job, set()).update(victims)
+
+    def _clear_shared(self) -> None:
+        """Evict lower-priority JobSets whose pods share a slice with a high-priority JobSet that is not running.
+
+        Leader anti-affinity is scoped to one priority, so when a slice comes free that nobody fenced (a repair,
+        a JobSet leaving) a high-priority leader and a lower-priority one can bind there in the same scheduling
+        cycle, before this policy sees the slice. Neither JobSet can then fill the slice, and both would wait for
+        waitForPodsReady (15 min). The lower one has not run on this attempt, so evicting it costs no progress."""
+        sim = self.sim
+        for s in sim.slices:
+            jobs = {p.job for p in s.hosts if p is not None and p in p.job.pods}
+            if len(jobs) < 2:
+                continue
+            top = max(jobs, key=lambda j: (j.priority, -j.id))
+            if not sim.rec.is_high(top.priority) or top.running or top.state is not JobState.ADMITTED:
+                continue
+            lower = sorted((j for j in jobs if j.priority < top.priority and j.active), key=lambda j: j.id)
+            if not lower:
+                continue
+            s.reserved_for = top
+            for victim in lower:
+                sim.note(f"hindsight: {victim.name} shares {s.pool} with {top.name}; evicted")
+                sim.deactivate(victim)
+            self.victims.setdefault(top, set()).update(lower)
 
     def _loss_chip_s(self, job: Job) -> float:
         """Progress since the last checkpoint, thrown away if the job stops now."""

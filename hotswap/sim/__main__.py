@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from hotswap.sim.bench import SCALING_SIZES, add_exchange_rates, bench, seeds_for, table
 from hotswap.sim.fleet import fleet_table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
+from hotswap.sim.report import markdown
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
 from hotswap.sim.sweep import SweepError, parse_param, render, sweep
@@ -108,7 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     fl.add_argument("--seeds", type=int, default=1, help="seeds, from --seed on (default 1)")
     fl.add_argument("--scale", type=float, default=1.0, help="multiply the scenario horizon")
     fl.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    rp = sub.add_parser("report", help="a bench's hotswap.json as the Markdown tables docs/benchmarks.md quotes")
+    rp.add_argument("json", type=Path, nargs="?", default=Path("build/bench/hotswap.json"))
     args = parser.parse_args(argv if argv is not None else sys.argv[1:] or ["run", "--help"])
+
+    if args.command == "report":
+        try:
+            print(markdown(json.loads(args.json.read_text(encoding="utf-8"))), end="")
+        except (OSError, ValueError, KeyError) as exc:
+            parser.error(f"cannot read a bench report from {args.json}: {exc!r}")
+        return 0
 
     if args.command == "fleet":
         return _fleet(parser, args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from hotswap.sim.bench import RECONCILER_COST, bench, run_cost
 from hotswap.sim.params import Scenario
 from hotswap.sim.plot import mttr_figure
+from hotswap.sim.report import best_online, markdown
 
 POLICY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "incidents": int,
@@ -127,3 +129,31 @@ def test_the_reconciler_runs_are_scheduled_first_unless_another_run_is_far_longe
     assert run_cost(short, "reconciler") == 100.0 * RECONCILER_COST
     assert run_cost(short, "reconciler") > run_cost(long, "hindsight") == 1000.0
     assert run_cost(long, "none") > run_cost(Scenario(name="x", seed=1, horizon_h=40.0), "reconciler")
+
+
+def test_the_markdown_report_quotes_every_figure_row(report: tuple[dict[str, Any], Path]) -> None:
+    data, _ = report
+    text = markdown(data)
+    named = [re.match(r"\| (\S+) \(\d+ x [\d,.]+ h\) \|", line) for line in text.splitlines()]
+    assert [m[1] for m in named if m] == list(data["scenarios"])
+    reconciler = data["scenarios"]["steady_1x"]["policies"]["reconciler"]
+    assert f"| reconciler | {reconciler['incidents']:,} |" in text
+    assert f"{reconciler['high_goodput']:,.5f}" in text
+    assert text.count("| multikueue |") == 3 and text.count("| independent |") == 3
+    assert text.count("| met |") + text.count("| **not met** |") == len(data["targets"])
+
+
+def test_best_online_ignores_none_and_hindsight_and_breaks_ties_in_order() -> None:
+    block = {
+        "policies": {
+            "none": {"victim_lost_chip_h": 0.0},
+            "scheduler": {"victim_lost_chip_h": 5.0},
+            "reconciler": {"victim_lost_chip_h": 2.0},
+            "kueue-tas": {"victim_lost_chip_h": 2.0},
+            "hero": {"victim_lost_chip_h": 3.0},
+            "hindsight": {"victim_lost_chip_h": 1.0},
+        }
+    }
+    assert best_online(block, "victim_lost_chip_h") == ("reconciler", 2.0)
+    block["policies"]["hero"]["victim_lost_chip_h"] = 1.5
+    assert best_online(block, "victim_lost_chip_h") == ("hero", 1.5)

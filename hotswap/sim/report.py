@@ -1,0 +1,175 @@
+"""`python -m hotswap.sim report build/bench/hotswap.json`: the bench's figures as Markdown tables.
+
+docs/benchmarks.md quotes these tables; generating them from the JSON keeps the document and the run it cites
+in step (no figure typed by hand).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+ONLINE = ("scheduler", "reconciler", "kueue-tas", "hero")
+"""Policies a real cluster could run that act on a failure. `none` (wait for repair) is left out: it loses no
+victim's work by never acting, which would make it "best" on victims' loss for nothing; `hindsight` is the
+clairvoyant reference the others are measured against."""
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _quantiles(block: Mapping[str, Any]) -> str:
+    return "/".join(_num(block.get(q), 0) for q in ("p50", "p95", "p99"))
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    head = list(head)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def scenario_rows(name: str, block: Mapping[str, Any]) -> list[list[str]]:
+    seeds = block.get("seeds") or [block.get("seed")]
+    horizon = block["params"]["horizon_h"]
+    rows = []
+    for i, (policy, p) in enumerate(block["policies"].items()):
+        lasting = p["mttr_lasting_s"]
+        rows.append(
+            [
+                f"{name} ({len(seeds)} x {horizon:,.0f} h)" if i == 0 else "",
+                policy,
+                _num(p["incidents"]),
+                f"{_quantiles(lasting)} ({_num(lasting.get('n'))})",
+                _num(p["high_goodput"], 5),
+                _num(p["fleet_goodput"], 5),
+                _num(p.get("exchange_rate"), 2),
+                f"{_num(p.get('high_badput_chip_h'), 0)} ({_num(p.get('high_badput_vs_hindsight'), 2)})",
+                f"{_num(p.get('victim_lost_chip_h'), 0)} ({_num(p.get('victim_loss_vs_hindsight'), 2)})",
+                _num(p["partial_preemptions"]),
+                _num(p["lost_victims"]),
+            ]
+        )
+    return rows
+
+
+def best_online(block: Mapping[str, Any], field: str) -> tuple[str, float]:
+    """The online policy with the least of `field` (ties: the earlier in ONLINE)."""
+    policies = block["policies"]
+    candidates = [(float(policies[p][field]), i, p) for i, p in enumerate(ONLINE) if p in policies]
+    value, _, policy = min(candidates)
+    return policy, value
+
+
+def scenarios_markdown(report: Mapping[str, Any]) -> str:
+    head = (
+        "scenario",
+        "policy",
+        "high incidents",
+        "lasting MTTR p50/p95/p99 s (n)",
+        "high goodput",
+        "fleet goodput",
+        "exchange rate",
+        "high badput chip-h (x hindsight)",
+        "victims' lost chip-h (x hindsight)",
+        "partial",
+        "lost",
+    )
+    rows = [row for name, block in report["scenarios"].items() for row in scenario_rows(name, block)]
+    return "\n".join(_table(head, rows))
+
+
+def best_online_markdown(report: Mapping[str, Any]) -> str:
+    """Per scenario, the best online policy on each distance to the bound, and where the reconciler stands."""
+    rows = []
+    for name, block in report["scenarios"].items():
+        row = [name]
+        for field in ("high_badput_chip_h", "victim_lost_chip_h"):
+            policy, value = best_online(block, field)
+            mine = float(block["policies"]["reconciler"][field])
+            hindsight = float(block["policies"].get("hindsight", {}).get(field, math.nan))
+            row += [f"{policy} {_num(value, 1)}", f"{_num(mine, 1)}", _num(hindsight, 1)]
+        rows.append(row)
+    head = (
+        "scenario",
+        "best online: high badput chip-h",
+        "reconciler",
+        "hindsight",
+        "best online: victims' lost chip-h",
+        "reconciler",
+        "hindsight",
+    )
+    return "\n".join(_table(head, rows))
+
+
+def fleet_markdown(fleet: Mapping[str, Any]) -> str:
+    head = (
+        "mode",
+        "policy",
+        "lasting MTTR p50/p95/p99 s (n)",
+        "high goodput",
+        "fleet goodput",
+        "exchange rate",
+        "re-dispatches (by hold)",
+        "moves",
+    )
+    rows = []
+    for mode, block in fleet["modes"].items():
+        for policy, p in block["policies"].items():
+            lasting, dispatch = p["mttr_lasting_s"], p.get("dispatch", {})
+            rows.append(
+                [
+                    mode,
+                    policy,
+                    f"{_quantiles(lasting)} ({_num(lasting.get('n'))})",
+                    _num(p["high_goodput"], 5),
+                    _num(p["fleet_goodput"], 5),
+                    _num(p.get("exchange_rate"), 2),
+                    f"{_num(dispatch.get('retries'))} ({_num(dispatch.get('retries_by_hold'))})",
+                    _num(dispatch.get("moves")),
+                ]
+            )
+    return "\n".join(_table(head, rows))
+
+
+def scaling_markdown(rows: Iterable[Mapping[str, Any]]) -> str:
+    head = ("slices", "JobSets", "passes", "wall p50 ms", "wall p99 ms", "CPU p50 ms", "CPU p99 ms", "peak MB")
+    body = [
+        [
+            _num(r["slices"]),
+            _num(r["jobsets"]),
+            _num(r["passes"]),
+            _num(r["p50_ms"], 1),
+            _num(r["p99_ms"], 1),
+            _num(r.get("cpu_p50_ms"), 1),
+            _num(r.get("cpu_p99_ms"), 1),
+            _num(r["peak_mb"], 1),
+        ]
+        for r in rows
+    ]
+    return "\n".join(_table(head, body))
+
+
+def targets_markdown(targets: Iterable[Mapping[str, Any]]) -> str:
+    rows = [[t["target"], t["figure"], "met" if t["met"] else "**not met**"] for t in targets]
+    return "\n".join(_table(("target", "figure", "result"), rows))
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    parts = [
+        "### Six policies side by side\n\n" + scenarios_markdown(report),
+        "### Distance to the hindsight bound\n\n" + best_online_markdown(report),
+    ]
+    if "fleet" in report:
+        parts.append(f"### Fleet: {report['fleet']['scenario']}\n\n" + fleet_markdown(report["fleet"]))
+    parts.append("### Planner scaling\n\n" + scaling_markdown(report["planner_scaling"]))
+    parts.append("### Targets\n\n" + targets_markdown(report["targets"]))
+    return "\n\n".join(parts) + "\n"

@@ -60,20 +60,9 @@ def plan_admission(jobs: Iterable[Job], quota_chips: int, chips_per_slice: int, 
         lower = bisect_left(priorities, w.priority)
         if used - totals[lower] + need > quota_chips:
             continue
-        candidates = ranked[:lower]
-        chosen: list[Job] = []
-        freed = 0
-        for c in candidates:
-            if used - freed + need <= quota_chips:
-                break
-            chosen.append(c)
-            freed += _demand(c, chips_per_slice)
-        if used - freed + need > quota_chips:
+        chosen = _minimal_victims(ranked[:lower], used, need, quota_chips, chips_per_slice)
+        if chosen is None:
             continue
-        for c in list(reversed(chosen)):
-            if used - (freed - _demand(c, chips_per_slice)) + need <= quota_chips:
-                chosen.remove(c)
-                freed -= _demand(c, chips_per_slice)
         plan.preempt.extend(chosen)
         # The preemptor is admitted on a later cycle, once the victims' quota is released.
         break
@@ -137,6 +126,12 @@ def _victims_in_flavor(
         ),
         key=lambda j: (j.priority, -(j.last_admitted_at or 0.0), j.id),
     )
+    return _minimal_victims(ranked, used, need, quota, chips_per_slice)
+
+
+def _minimal_victims(ranked: Iterable[Job], used: int, need: int, quota: int, chips_per_slice: int) -> list[Job] | None:
+    """Kueue's victim set: the fewest of `ranked` (cheapest first) that make room for `need` (greedy, then a
+    reverse pass dropping those not needed after all); None when all of them cannot."""
     chosen: list[Job] = []
     freed = 0
     for c in ranked:

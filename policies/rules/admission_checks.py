@@ -273,6 +273,8 @@ def check_worker_quota(objects: Sequence[KubeObject], cfg: Config) -> Iterator[F
             for f in items(dig(group, "flavors"))
             for r in items(dig(f, "resources"))
         ]
+        if quotas and dig(cluster_queue.manifest, "spec", "cohortName"):
+            continue  # zero nominal quota in a cohort is a borrowing-only queue, a Kueue pattern of its own
         if all(_is_zero(q) for q in quotas):
             shown = "no resourceGroups" if not quotas else "only zero nominalQuota"
             yield Finding(
@@ -355,7 +357,8 @@ PROVISIONING_MAX_RUN_DURATION = ObjectRule(
 
 WORKER_CLUSTER_QUEUE_QUOTA = PictureRule(
     name="kueue-v1beta2-worker-clusterqueue-has-quota",
-    description="A ClusterQueue that is not a MultiKueue manager queue must have nonzero nominal quota.",
+    description="A ClusterQueue that is not a MultiKueue manager queue must have nonzero nominal quota, or borrow it "
+    "from its cohort.",
     family=FAMILY,
     tags=("kueue", "multikueue"),
     check=check_worker_quota,

@@ -323,6 +323,22 @@ CASES: list[tuple[str, list[dict[str, Any]], str, str | None]] = [
         "kueue.x-k8s.io/multikueue admission check); a worker ClusterQueue needs real TPU quota",
     ),
     (
+        "borrowing-only-queue-in-a-cohort",
+        edit(
+            LADDER,
+            lambda o: (
+                spec(o["ClusterQueue/research"]).update(cohortName="tpu"),
+                [
+                    r.update(nominalQuota="0")
+                    for f in spec(o["ClusterQueue/research"])["resourceGroups"][0]["flavors"]
+                    for r in f["resources"]
+                ],
+            ),
+        ),
+        "kueue-v1beta2-worker-clusterqueue-has-quota",
+        None,
+    ),
+    (
         "worker-without-resource-groups",
         edit(
             MANAGER,

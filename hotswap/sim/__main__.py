@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hotswap.sim.bench import SCALING_SIZES, add_exchange_rates, bench, seeds_for, table
+from hotswap.sim.bench import SCALING_SIZES, add_exchange_rates, bench, run_scenarios, seeds_for, table
 from hotswap.sim.fleet import fleet_table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
-from hotswap.sim.report import markdown
+from hotswap.sim.report import markdown, scenarios_markdown
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
 from hotswap.sim.sweep import SweepError, parse_param, render, sweep
@@ -109,9 +109,24 @@ def main(argv: list[str] | None = None) -> int:
     fl.add_argument("--seeds", type=int, default=1, help="seeds, from --seed on (default 1)")
     fl.add_argument("--scale", type=float, default=1.0, help="multiply the scenario horizon")
     fl.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    wi = sub.add_parser(
+        "whatif", help="what a mechanism would be worth: the reconciler with a perfect signal, against it and hindsight"
+    )
+    wi.add_argument("--signal", choices=["repair"], default="repair", help="repair: the repair time, at each fault")
+    wi.add_argument(
+        "--scenarios", default="steady_1x,steady_3x,storm_4_in_60s,long_repairs", help="standard scenarios, by name"
+    )
+    wi.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    wi.add_argument("--seeds", type=int, default=2, help="seeds, from --seed on (default 2)")
+    wi.add_argument("--scale", type=float, default=0.25, help="multiply the horizons (default 0.25)")
+    wi.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, cpus))")
+    wi.add_argument("--out", type=Path, default=Path("build/bench/whatif.json"))
     rp = sub.add_parser("report", help="a bench's hotswap.json as the Markdown tables docs/benchmarks.md quotes")
     rp.add_argument("json", type=Path, nargs="?", default=Path("build/bench/hotswap.json"))
     args = parser.parse_args(argv if argv is not None else sys.argv[1:] or ["run", "--help"])
+
+    if args.command == "whatif":
+        return _whatif(parser, args)
 
     if args.command == "report":
         try:
@@ -227,6 +242,25 @@ def _ratios(summaries: dict[str, dict[str, object]]) -> dict[str, float]:
                 float(o.get(q, float("nan"))) if isinstance(o, dict) else float("nan"),
             )
     return out
+
+
+def _whatif(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    known = {sc.name: sc for sc in standard_scenarios(args.seed, args.scale)} if args.scale > 0 else {}
+    names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if args.scale <= 0 or args.seeds < 1 or unknown or not names:
+        parser.error(
+            f"--scale must be > 0 and --seeds >= 1; --scenarios must name standard scenarios "
+            f"(unknown: {', '.join(unknown) or 'none'}; known: {', '.join(known)})"
+        )
+    policies = ("none", "reconciler", "reconciler+repair-signal", "hindsight")
+    workers = args.workers if args.workers is not None else min(2, os.cpu_count() or 1)
+    report = run_scenarios([known[n] for n in names], workers, True, seeds_for(args.seed, args.seeds), policies)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, allow_nan=True, default=str) + "\n", encoding="utf-8")
+    print(scenarios_markdown({"scenarios": report}))
+    print(f"\nwrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ RECONCILER_COST = 20.0
 
 def run_cost(scenario: Scenario, policy: str) -> float:
     """Relative run time of one (scenario, policy) run, to schedule the longest first: linear in the horizon."""
-    return scenario.horizon_h * (RECONCILER_COST if policy == "reconciler" else 1.0)
+    return scenario.horizon_h * (RECONCILER_COST if policy.startswith("reconciler") else 1.0)
 
 
 def seeds_for(seed: int, count: int) -> list[int]:
@@ -104,35 +104,40 @@ def run_many(
 
 
 def run_scenarios(
-    scenarios: list[Scenario], workers: int, progress: bool = True, seeds: list[int] | None = None
+    scenarios: list[Scenario],
+    workers: int,
+    progress: bool = True,
+    seeds: list[int] | None = None,
+    policies: Sequence[str] = tuple(POLICIES),
 ) -> dict[str, Any]:
-    """Each scenario under each seed (default: its own seed only) and each policy."""
+    """Each scenario under each seed (default: its own seed only) and each policy (`none` and `hindsight` among
+    them: the exchange rate and the ratios are taken against them)."""
     runs = [
         ((sc.name, s, policy), sc.model_copy(update={"seed": s}), policy)
         for sc in scenarios
         for s in (seeds or [sc.seed])
-        for policy in POLICIES
+        for policy in policies
     ]
     results = run_many(runs, workers, progress, desc="scenarios x seeds x policies")
     out: dict[str, Any] = {}
     for sc in scenarios:
         used = seeds or [sc.seed]
-        per_seed = {str(s): {policy: results[(sc.name, s, policy)].summary for policy in POLICIES} for s in used}
+        per_seed = {str(s): {policy: results[(sc.name, s, policy)].summary for policy in policies} for s in used}
         demand = high_demand_chip_s(sc)
         for seed_runs in per_seed.values():
             add_exchange_rates(seed_runs)
             add_hindsight_ratios(seed_runs, demand)
-        policies = {policy: pool([per_seed[str(s)][policy] for s in used]) for policy in POLICIES}
-        add_exchange_rates(policies)
-        add_hindsight_ratios(policies, demand * len(used))
+        pooled = {policy: pool([per_seed[str(s)][policy] for s in used]) for policy in policies}
+        add_exchange_rates(pooled)
+        add_hindsight_ratios(pooled, demand * len(used))
         out[sc.name] = {
             "params": sc.model_dump(mode="json"),
             "seed": used[0],
             "seeds": used,
-            "policies": policies,
-            "ratios": mttr_ratios(policies, "mttr_s") | mttr_ratios(policies, "mttr_lasting_s", "_lasting"),
+            "policies": pooled,
+            "ratios": mttr_ratios(pooled, "mttr_s") | mttr_ratios(pooled, "mttr_lasting_s", "_lasting"),
             "per_seed": per_seed,
-            "events": {policy: sum(results[(sc.name, s, policy)].events for s in used) for policy in POLICIES},
+            "events": {policy: sum(results[(sc.name, s, policy)].events for s in used) for policy in policies},
         }
     return out
 
@@ -171,6 +176,7 @@ def mttr_ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[
     return {
         f"reconciler/{base}_{q}{suffix}": ratio(r[q], policies[base][block][q])
         for base in ("none", "scheduler")
+        if base in policies
         for q in QUANTILES
     }
 

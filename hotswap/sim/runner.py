@@ -11,6 +11,7 @@ from hotswap.sim.policies.hindsight import HindsightPolicy
 from hotswap.sim.policies.kueue_tas import KueueTASPolicy
 from hotswap.sim.policies.none import NonePolicy
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
+from hotswap.sim.policies.repair_signal import RepairSignalReconciler
 from hotswap.sim.policies.scheduler import SchedulerPolicy
 from hotswap.sim.simulator import RunResult, Simulator
 
@@ -24,5 +25,11 @@ POLICIES: dict[str, Callable[[], Policy]] = {
 }
 
 
+WHAT_IF: dict[str, Callable[[], Policy]] = {
+    "reconciler+repair-signal": RepairSignalReconciler,
+}
+"""Policies that are not in the standard bench: what a mechanism would be worth (`python -m hotswap.sim whatif`)."""
+
+
 def run_one(scenario: Scenario, policy: str) -> RunResult:
-    return Simulator(scenario, POLICIES[policy]()).run()
+    return Simulator(scenario, (POLICIES | WHAT_IF)[policy]()).run()

@@ -19,13 +19,25 @@ def plot_mttr(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+COLUMNS = 4
+"""Scenarios per row of panels: eight side by side were too narrow to read."""
+
+
 def mttr_figure(report: dict[str, Any]) -> Figure:
-    """Per scenario, an MTTR CDF panel (every policy, all incidents and lasting repairs) above a goodput panel."""
+    """Per scenario, an MTTR CDF panel (every policy, all incidents and lasting repairs) above a goodput panel,
+    COLUMNS scenarios to a row."""
     scenarios = report["scenarios"]
-    fig, axes = plt.subplots(2, len(scenarios), figsize=(4.5 * len(scenarios), 8), squeeze=False)
-    for ax, (name, block) in zip(axes[1], scenarios.items(), strict=True):
+    columns = min(COLUMNS, len(scenarios))
+    bands = -(-len(scenarios) // columns)
+    fig, axes = plt.subplots(2 * bands, columns, figsize=(5.5 * columns, 8 * bands), squeeze=False)
+    mttr_axes = [axes[2 * (k // columns)][k % columns] for k in range(len(scenarios))]
+    goodput_axes = [axes[2 * (k // columns) + 1][k % columns] for k in range(len(scenarios))]
+    for k in range(len(scenarios), bands * columns):  # an unfilled last row
+        axes[2 * (k // columns)][k % columns].remove()
+        axes[2 * (k // columns) + 1][k % columns].remove()
+    for ax, (name, block) in zip(goodput_axes, scenarios.items(), strict=True):
         _goodput_panel(ax, name, block)
-    for ax, (name, block) in zip(axes[0], scenarios.items(), strict=True):
+    for ax, (name, block) in zip(mttr_axes, scenarios.items(), strict=True):
         for i, (policy, stats) in enumerate(block["policies"].items()):
             color = f"C{i}"
             for key, style, label in (
@@ -45,9 +57,9 @@ def mttr_figure(report: dict[str, Any]) -> Figure:
         ax.set_title(name)
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=7)
     fig.suptitle("MTTR CDF per policy (failure -> all pods of the new attempt Running); fleet chip-time by use")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))  # room for the suptitle
     return fig
 
 
@@ -67,5 +79,6 @@ def _goodput_panel(ax: Any, name: str, block: dict[str, Any]) -> None:
         bottoms = [b + v for b, v in zip(bottoms, shares, strict=True)]
     ax.set_ylabel("share of provisioned chip-time")
     ax.set_title(f"{name}: goodput")
+    ax.tick_params(axis="x", labelrotation=30)
     if segments:
         ax.legend(fontsize=6, loc="lower left")

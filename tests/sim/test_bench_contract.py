@@ -71,7 +71,8 @@ def test_the_plot_has_one_panel_per_scenario_titled_by_it(report: tuple[dict[str
     data, out = report
     assert (out / "mttr.png").stat().st_size > 10_000
     titles = [ax.get_title() for ax in mttr_figure(data).axes]
-    assert titles == list(data["scenarios"]) + [f"{name}: goodput" for name in data["scenarios"]]
+    assert [t for t in titles if not t.endswith(": goodput")] == list(data["scenarios"])
+    assert [t for t in titles if t.endswith(": goodput")] == [f"{name}: goodput" for name in data["scenarios"]]
 
 
 def test_every_policy_reports_fleet_goodput_badput_and_an_exchange_rate(report: tuple[dict[str, Any], Path]) -> None:

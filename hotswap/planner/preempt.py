@@ -18,7 +18,7 @@ from hotswap.planner.fence import fence, fresh_admissions, with_fenced
 from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
 from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from hotswap.planner.victims import VictimIndex, choose_victims, victim_order
-from hotswap.planner.world import Unit, World, may_not_preempt, on_request_capacity
+from hotswap.planner.world import Unit, World, preemptor_refusal
 from hotswap.slices import SliceHealth
 
 
@@ -39,24 +39,6 @@ def disrupted_units(world: World) -> dict[str, Disruption]:
         if evidence is not None:
             found[unit.uid] = evidence
     return found
-
-
-def _preemptor_refusal(world: World, unit: Unit) -> str | None:
-    if unit.workload is None:
-        return "not Kueue-managed"
-    if not unit.running_in_kueue:
-        return "not running in Kueue"
-    if unit.held_by is not None:
-        return "held as a victim"
-    if may_not_preempt(world, unit):
-        return "its tier may not preempt (preemptorMinPriority)"
-    if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
-        return "TAS ClusterQueue (Kueue replaces failed nodes itself)"
-    if not unit.movable:
-        return "not default exclusive node-pool placement"
-    if on_request_capacity(world, unit):
-        return "runs on ProvisioningRequest capacity (queued provisioning)"
-    return None
 
 
 def free_slices(world: World, ledger: Ledger) -> list[str]:
@@ -87,7 +69,7 @@ def plan_preemptions(
             continue  # an open op covers it, or nothing is missing
         if unit.workload is not None and unit.workload.key in ledger.claimed:
             continue  # held this pass by an op extension: a victim never becomes a preemptor (I9)
-        refusal = _preemptor_refusal(world, unit)
+        refusal = preemptor_refusal(world, unit)
         if refusal is not None:
             if unit.running_in_kueue and not unit.movable:
                 ledger.events.append(

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from hotswap.model import SliceShape
 from hotswap.planner.victims import lower_priority
-from hotswap.planner.world import Unit, World, may_not_preempt, on_request_capacity
+from hotswap.planner.world import Unit, World, preemptor_refusal
 
 STARVATION = "starvation"
 """Op id suffix: a later infra failure of the same attempt is a distinct op."""
@@ -35,13 +35,7 @@ def eligible(world: World, unit: Unit, disrupted: AbstractSet[str]) -> bool:
     """May be a starvation preemptor whatever the clock says: Kueue-managed and running there, not held, not
     TAS (Kueue places those), default exclusive placement (whole slices can be freed for it), and no infra
     evidence (those are infra preemptors already)."""
-    if unit.workload is None or not unit.running_in_kueue or unit.held_by is not None:
-        return False
-    if may_not_preempt(world, unit):
-        return False
-    if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
-        return False
-    return unit.movable and unit.uid not in disrupted and not on_request_capacity(world, unit)
+    return unit.uid not in disrupted and preemptor_refusal(world, unit) is None
 
 
 def starved_units(world: World, disrupted: AbstractSet[str]) -> list[Starved]:

@@ -795,6 +795,25 @@ def on_request_capacity(world: World, unit: Unit) -> bool:
     return any(world.slice_of_pod(pod) in owned for pod in unit.live_pods)
 
 
+def preemptor_refusal(world: World, unit: Unit) -> str | None:
+    """Why `unit` may not take slices from others (infra or starvation preemptor); None: it may."""
+    if unit.workload is None:
+        return "not Kueue-managed"
+    if not unit.running_in_kueue:
+        return "not running in Kueue"
+    if unit.held_by is not None:
+        return "held as a victim"
+    if may_not_preempt(world, unit):
+        return "its tier may not preempt (preemptorMinPriority)"
+    if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
+        return "TAS ClusterQueue (Kueue replaces failed nodes itself)"
+    if not unit.movable:
+        return "not default exclusive node-pool placement"
+    if on_request_capacity(world, unit):
+        return "runs on ProvisioningRequest capacity (queued provisioning)"
+    return None
+
+
 def hold_since(world: World, wl: Workload) -> datetime | None:
     return parse_time(wl.annotations.get(world.keys.held_since, ""))
 

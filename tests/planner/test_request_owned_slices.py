@@ -251,7 +251,8 @@ def test_a_tier_below_the_preemptor_floor_takes_no_victims(floor: int | None) ->
     """H (Workload priority 1000) lost p0; a lower JobSet on v0 is the only way back. Below the floor, H waits."""
     fleet = Fleet()
     disrupted(fleet)
-    low(fleet, "low", fleet.slices("v0") and "v0")
+    fleet.slices("v0")
+    low(fleet, "low", "v0")
     cfg = HotswapConfig(preemptor_min_priority=floor)
     snapshot = fleet.snapshot()
     result = plan(snapshot, T0, cfg)

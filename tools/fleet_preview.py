@@ -13,12 +13,11 @@ from typing import Any
 
 from components.config.fleet import DISPATCHER_NAMES, FleetConfig, check_groups
 from components.fleet.multikueue import manager_cluster_queues
+from policies.rules.base import CLUSTER_ANNOTATION
 from tools.manifests import kubernetes_objects
 from tools.resources import SECRET_SIG, ProgramRun, RegisteredResource
 
 REDACTED = "[secret]"
-
-CLUSTER_ANNOTATION = "preview.gke-tpu-priority.io/cluster"
 
 
 def redact(value: Any) -> Any:

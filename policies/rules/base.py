@@ -134,12 +134,14 @@ CLUSTER_ANNOTATION = "preview.gke-tpu-priority.io/cluster"
 """The annotation a fleet preview (tools/fleet_preview.py) puts on each object: the cluster it goes to."""
 
 
+def provider_urn(provider_ref: str) -> str:
+    """The URN of a provider reference: ``urn``, or ``urn::id`` as resources.json and the engine write it."""
+    return provider_ref.rsplit("::", 1)[0] if provider_ref.count("::") > 3 else provider_ref
+
+
 def provider_cluster(provider_ref: str) -> str:
-    """The cluster a Kubernetes provider reference (``urn``, or ``urn::id`` as resources.json has it) stands for."""
-    if not provider_ref:
-        return ""
-    urn = provider_ref.rsplit("::", 1)[0] if provider_ref.count("::") > 3 else provider_ref
-    return urn.rsplit("::", 1)[-1]
+    """The cluster a Kubernetes provider reference stands for: the provider's resource name."""
+    return provider_urn(provider_ref).rsplit("::", 1)[-1] if provider_ref else ""
 
 
 def kubernetes_objects(

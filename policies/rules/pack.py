@@ -39,6 +39,7 @@ from .base import (
     Rule,
     kubernetes_objects,
     provider_cluster,
+    provider_urn,
     unwrap_secrets,
 )
 
@@ -216,7 +217,7 @@ def _provider(ref: Any) -> PolicyProviderResource | None:
     """The provider of a resources.json entry (``urn::id``), as the engine gives it to stack policies."""
     if not isinstance(ref, str) or not ref:
         return None
-    urn = ref.rsplit("::", 1)[0] if ref.count("::") > 3 else ref
+    urn = provider_urn(ref)
     type_name = urn.split("::")[-2] if urn.count("::") >= 3 else ""
     return PolicyProviderResource(type_name, {}, urn, provider_cluster(urn))
 

@@ -666,6 +666,11 @@ class Simulator:
         if job.flavor is Capacity.QUEUED:
             self._request_capacity(job)
             return
+        self._unsuspend(job)
+
+    def _unsuspend(self, job: Job) -> None:
+        """Admitted (every admission check Ready): the JobSet is unsuspended and its pods are created; the
+        waitForPodsReady clock starts."""
         self.loop.after(
             self.timing.kueue_admission_s + self.timing.jobset_recreate_s, lambda: self._start_admitted(job)
         )
@@ -839,10 +844,7 @@ class Simulator:
             s.idle_since = self.now
         job.awaiting_capacity = False
         self.note(f"{job.name} provisioning request filled")
-        self.loop.after(
-            self.timing.kueue_admission_s + self.timing.jobset_recreate_s, lambda: self._start_admitted(job)
-        )
-        self._arm_pods_ready(job)
+        self._unsuspend(job)
         self._kick()
 
     def _release_capacity(self, job: Job) -> None:

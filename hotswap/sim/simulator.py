@@ -698,8 +698,17 @@ class Simulator:
         self.loop.after(backoff, self._kick)
 
     def _start_admitted(self, job: Job) -> None:
-        if job.state is JobState.ADMITTED and not job.pods and not job.restarting:
-            self._create_leaders(job)
+        if job.state is not JobState.ADMITTED or job.pods or job.restarting:
+            return
+        if job.terminating:
+            # Pods of the previous attempt still drain. A Kueue eviction does not cancel a failure-policy restart:
+            # BlockingRecreate creates no Job of the new attempt while one of the old exists (jobset v0.12.0
+            # constructJobsFromTemplate), and a suspended Job with a podFailurePolicy replaces a pod only once it
+            # is terminal (kubernetes Job controller onlyReplaceFailedPods). So admission cannot start the new
+            # attempt early: it starts when the last old pod is gone, as a restart does (_maybe_recreate).
+            job.restarting = True
+            return
+        self._create_leaders(job)
 
     def _evict(self, job: Job, to: JobState, *, victim: bool = False) -> None:
         """Kueue eviction: suspend the JobSet, release quota (terminating pods do not count)."""

@@ -8,7 +8,8 @@ every JobSet's progress since its last checkpoint, and acts at the instant of th
 - for a lasting one it fails the dead pods at once (no detection delay), fences the JobSet's surviving slices and
   any free slice against other pods, and for the slices still missing evicts the set of lower-priority JobSets
   that throws away the least progress (an exact minimum-cost cover over chips x progress since their last
-  checkpoint), suspending them with Workload.spec.active=false;
+  checkpoint), suspending them with Workload.spec.active=false; the JobSet itself restarts in place (a Kueue
+  requeue would not start its new attempt any sooner: see `Simulator._start_admitted`);
 - the victims are released (spec.active=true) as soon as the preemptor runs again;
 - a lower-priority JobSet whose pods share a slice with a high-priority JobSet that is not running (their leaders
   bound in one scheduling cycle on a slice nobody fenced) is evicted at once: it has not run on that attempt.
@@ -133,11 +134,8 @@ class HindsightPolicy:
         self._top_up(job)
         for pod in [p for p in job.all_pods() if p.slice is not None and not p.slice.healthy]:
             sim.force_fail(pod)  # it knows the fault now; detection would only add delay
-        if job.state is JobState.ADMITTED and any(p.slice is not None and p.slice.healthy for p in job.all_pods()):
-            # Surviving replicas: a JobSet restart would wait for their pods to drain (BlockingRecreate) before
-            # creating any pod; a Kueue requeue creates the new attempt at once and each replica binds as soon
-            # as its slice is free. Whichever a clairvoyant would pick, it is this one.
-            sim.evict_requeue(job)
+        # No requeue through Kueue: the JobSet's restart has begun with the fault, and neither BlockingRecreate
+        # nor the Job controller creates a pod of the new attempt before the old ones are gone, requeued or not.
         sim.kick()
 
     def _soon(self, s: Slice) -> bool:

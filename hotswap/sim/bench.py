@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,7 +39,7 @@ from hotswap.sim.params import Scenario
 from hotswap.sim.plot import plot_mttr
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scaling import measure
-from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
+from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, SEED_MULTIPLIER, standard_scenarios
 from hotswap.sim.simulator import RunResult
 
 FLEET_SEEDS = 2
@@ -109,19 +109,28 @@ def run_scenarios(
     progress: bool = True,
     seeds: list[int] | None = None,
     policies: Sequence[str] = tuple(POLICIES),
+    seed_multiplier: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Each scenario under each seed (default: its own seed only) and each policy (`none` and `hindsight` among
-    them: the exchange rate and the ratios are taken against them)."""
+    """Each scenario under each seed (default: its own seed only; `seed_multiplier` times as many, continuing
+    from the first, for the scenarios it names) and each policy (`none` and `hindsight` among them: the exchange
+    rate and the ratios are taken against them)."""
+    multiplier = seed_multiplier or {}
+
+    def seeds_of(sc: Scenario) -> list[int]:
+        used = seeds or [sc.seed]
+        times = multiplier.get(sc.name, 1)
+        return seeds_for(used[0], len(used) * times) if times > 1 else used
+
     runs = [
         ((sc.name, s, policy), sc.model_copy(update={"seed": s}), policy)
         for sc in scenarios
-        for s in (seeds or [sc.seed])
+        for s in seeds_of(sc)
         for policy in policies
     ]
     results = run_many(runs, workers, progress, desc="scenarios x seeds x policies")
     out: dict[str, Any] = {}
     for sc in scenarios:
-        used = seeds or [sc.seed]
+        used = seeds_of(sc)
         per_seed = {str(s): {policy: results[(sc.name, s, policy)].summary for policy in policies} for s in used}
         demand = high_demand_chip_s(sc)
         for seed_runs in per_seed.values():
@@ -426,7 +435,9 @@ def bench(
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     report: dict[str, Any] = {
         "version": 2,
-        "scenarios": run_scenarios(standard_scenarios(seed, scale), workers, progress, seeds_for(seed, seeds)),
+        "scenarios": run_scenarios(
+            standard_scenarios(seed, scale), workers, progress, seeds_for(seed, seeds), seed_multiplier=SEED_MULTIPLIER
+        ),
         "fleet": fleet_bench(seed, scale, seeds=fleet_seeds, workers=workers),
         "planner_scaling": run_scaling(passes, sizes, progress=progress),
     }

@@ -110,6 +110,99 @@ def best_online_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(_table(head, rows))
 
 
+PEERS = tuple(p for p in ONLINE if p != "reconciler")
+PAIRED_FIELDS = (("high_badput_chip_h", "high badput"), ("victim_lost_chip_h", "victims' loss"))
+
+
+def paired_difference(block: Mapping[str, Any], peer: str, field: str) -> tuple[float, float, int]:
+    """Reconciler minus `peer` on `field`, paired by seed (each seed is one event stream for every policy):
+    the mean difference, its standard error over the seeds (nan with one seed) and the number of seeds."""
+    per_seed = block.get("per_seed") or {}
+    diffs = [
+        float(runs["reconciler"][field]) - float(runs[peer][field])
+        for runs in per_seed.values()
+        if field in runs.get("reconciler", {}) and field in runs.get(peer, {})
+    ]
+    n = len(diffs)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = sum(diffs) / n
+    if n == 1:
+        return mean, math.nan, 1
+    var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+    return mean, math.sqrt(var / n), n
+
+
+T_975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
+"""Student's t, two-sided 95 %, by degrees of freedom: with 4 seeds a 2-SE rule would call a lead that one
+lucky seed makes (t = 3.18 at 3 degrees of freedom)."""
+NEGLIGIBLE_CHIP_H = 0.05
+"""Below this a mean difference is a tie whatever its spread (a constant sub-second gap has no spread at all)."""
+
+
+def half_width(se: float, n: int) -> float:
+    """Half-width of the 95 % confidence interval of a mean difference over `n` paired seeds."""
+    if n < 2 or math.isnan(se):
+        return math.nan
+    df = n - 1
+    t = T_975.get(df) or next((v for k, v in sorted(T_975.items(), reverse=True) if k <= df), 1.96)
+    return t * se if df <= 30 else 1.96 * se
+
+
+def verdict(mean: float, half: float) -> str:
+    """Whether the reconciler is ahead of a peer (less badput or loss) outside the 95 % interval."""
+    if math.isnan(mean):
+        return "?"
+    if abs(mean) < NEGLIGIBLE_CHIP_H:
+        return "tie"
+    if math.isnan(half):
+        return "?"
+    if mean + half < 0:
+        return "ahead"
+    if mean - half > 0:
+        return "**behind**"
+    return "tie"
+
+
+def paired_markdown(report: Mapping[str, Any]) -> str:
+    """Reconciler against each acting peer, per scenario, seed by seed: where the pooled ranking is noise.
+
+    Storms and spot preemptions strike slices, so which JobSets they hit depends on where each policy placed
+    them; the seed-to-seed spread of the difference says whether a pooled lead is more than that lottery."""
+    rows = []
+    for name, block in report["scenarios"].items():
+        row = [name, str(len(block.get("per_seed") or {}))]
+        for peer in PEERS:
+            if peer not in block["policies"]:
+                row += ["", ""]
+                continue
+            for field, _ in PAIRED_FIELDS:
+                mean, se, n = paired_difference(block, peer, field)
+                half = half_width(se, n)
+                row.append(f"{_num(mean, 1)} ± {_num(half, 1)} {verdict(mean, half)}")
+        rows.append(row)
+    head = ["scenario", "seeds"] + [f"vs {peer}: {label}" for peer in PEERS for _, label in PAIRED_FIELDS]
+    return "\n".join(_table(head, rows))
+
+
 def fleet_markdown(fleet: Mapping[str, Any]) -> str:
     head = (
         "mode",
@@ -167,6 +260,10 @@ def markdown(report: Mapping[str, Any]) -> str:
     parts = [
         "### Six policies side by side\n\n" + scenarios_markdown(report),
         "### Distance to the hindsight bound\n\n" + best_online_markdown(report),
+        "### Reconciler against each peer, paired by seed\n\n"
+        "Reconciler minus peer in chip-hours: the mean over the seeds ± the half-width of its 95 % confidence "
+        "interval (Student's t); negative is the reconciler ahead. `ahead`/`behind`: the interval excludes 0; "
+        "`tie`: it does not, or the difference is under 0.05 chip-h.\n\n" + paired_markdown(report),
     ]
     if "fleet" in report:
         parts.append(f"### Fleet: {report['fleet']['scenario']}\n\n" + fleet_markdown(report["fleet"]))

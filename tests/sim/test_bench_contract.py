@@ -158,3 +158,53 @@ def test_best_online_ignores_none_and_hindsight_and_breaks_ties_in_order() -> No
     assert best_online(block, "victim_lost_chip_h") == ("reconciler", 2.0)
     block["policies"]["hero"]["victim_lost_chip_h"] = 1.5
     assert best_online(block, "victim_lost_chip_h") == ("hero", 1.5)
+
+
+def test_slice_struck_scenarios_run_under_more_seeds(report: tuple[dict[str, Any], Path]) -> None:
+    from hotswap.sim.scenarios import SEED_MULTIPLIER
+
+    data, _ = report
+    for name, block in data["scenarios"].items():
+        expected = SEED_MULTIPLIER.get(name, 1)  # the fixture asks for one seed
+        assert len(block["seeds"]) == len(block["per_seed"]) == expected, name
+        assert block["seeds"] == list(range(block["seed"], block["seed"] + expected))
+
+
+def _paired_block(reconciler: list[float], peer: list[float]) -> dict[str, Any]:
+    per_seed = {
+        str(i): {"reconciler": {"high_badput_chip_h": r}, "hero": {"high_badput_chip_h": p}}
+        for i, (r, p) in enumerate(zip(reconciler, peer, strict=True))
+    }
+    return {"per_seed": per_seed, "policies": {"reconciler": {}, "hero": {}}}
+
+
+def test_the_paired_comparison_calls_a_lead_only_outside_the_seed_spread() -> None:
+    from hotswap.sim.report import half_width, paired_difference, verdict
+
+    # Differences -10, -12, -8, -10: mean -10, SE 0.816, t(3) 3.182 -> -10 ± 2.6, ahead.
+    block = _paired_block([90.0, 88.0, 92.0, 90.0], [100.0, 100.0, 100.0, 100.0])
+    mean, se, n = paired_difference(block, "hero", "high_badput_chip_h")
+    assert (mean, n) == (-10.0, 4) and se == pytest.approx(0.8165, abs=1e-4)
+    assert half_width(se, n) == pytest.approx(3.182 * 0.8165, abs=1e-3)
+    assert verdict(mean, half_width(se, n)) == "ahead"
+    # The same pooled lead made by one lucky seed (-40, 0, 0, 0) is no lead: -10 ± 31.8.
+    lucky = _paired_block([60.0, 100.0, 100.0, 100.0], [100.0, 100.0, 100.0, 100.0])
+    mean, se, n = paired_difference(lucky, "hero", "high_badput_chip_h")
+    assert mean == -10.0 and verdict(mean, half_width(se, n)) == "tie"
+    behind = _paired_block([110.0, 112.0, 108.0, 110.0], [100.0, 100.0, 100.0, 100.0])
+    mean, se, n = paired_difference(behind, "hero", "high_badput_chip_h")
+    assert verdict(mean, half_width(se, n)) == "**behind**"
+    # A constant sub-0.05 chip-h gap has no spread at all; it is still a tie, and one seed says nothing.
+    assert verdict(-0.01, 0.0) == "tie"
+    one = _paired_block([90.0], [100.0])
+    mean, se, n = paired_difference(one, "hero", "high_badput_chip_h")
+    assert n == 1 and verdict(mean, half_width(se, n)) == "?"
+
+
+def test_the_report_has_the_paired_table(report: tuple[dict[str, Any], Path]) -> None:
+    data, _ = report
+    text = markdown(data)
+    section = text.split("### Reconciler against each peer, paired by seed")[1].split("###")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| scenario")]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == list(data["scenarios"])
+    assert all(row.count("±") == 6 for row in rows)

@@ -706,6 +706,8 @@ class Simulator:
             # constructJobsFromTemplate), and a suspended Job with a podFailurePolicy replaces a pod only once it
             # is terminal (kubernetes Job controller onlyReplaceFailedPods). So admission cannot start the new
             # attempt early: it starts when the last old pod is gone, as a restart does (_maybe_recreate).
+            # JobSet-wide: after a suspend and resume without a restart each child Job waits only for its own
+            # pods, so this is conservative for a victim released before its pods are gone (rare).
             job.restarting = True
             return
         self._create_leaders(job)

@@ -163,8 +163,9 @@ def half_width(se: float, n: int) -> float:
     if n < 2 or math.isnan(se):
         return math.nan
     df = n - 1
-    t = T_975.get(df) or next((v for k, v in sorted(T_975.items(), reverse=True) if k <= df), 1.96)
-    return t * se if df <= 30 else 1.96 * se
+    # Between listed degrees of freedom the next lower one's t: slightly wider, never narrower.
+    t = T_975[max(k for k in T_975 if k <= df)] if df <= 30 else 1.96
+    return t * se
 
 
 def verdict(mean: float, half: float) -> str:
@@ -192,7 +193,7 @@ def paired_markdown(report: Mapping[str, Any]) -> str:
         row = [name, str(len(block.get("per_seed") or {}))]
         for peer in PEERS:
             if peer not in block["policies"]:
-                row += ["", ""]
+                row += [""] * len(PAIRED_FIELDS)
                 continue
             for field, _ in PAIRED_FIELDS:
                 mean, se, n = paired_difference(block, peer, field)

@@ -195,12 +195,22 @@ class HotswapConfig(BaseModel):
     eviction_delay: Duration = _duration(
         timedelta(0),
         timedelta(minutes=10),
-        timedelta(0),
+        timedelta(seconds=60),
         "An infra-disrupted JobSet takes victims only once its failure has lasted this long (spare slices at once). "
         "If the failed slices are back by then, it restarts in place and nobody is evicted: a transient costs a "
         "victim its progress since its last checkpoint and buys nothing. Once the delay plus a victim's termination "
         "grace outlasts the JobSet's own restart (its pods draining and being recreated), each further second adds "
         "a second to every lasting repair (about 3 s of slack with the defaults); 0 evicts at detection.",
+    )
+    eviction_delay_min_loss: Duration = _duration(
+        timedelta(0),
+        timedelta(hours=24),
+        timedelta(minutes=10),
+        "`evictionDelay` holds back only victim sets in which some victim would lose more than this much training "
+        "(its progress since its last published checkpoint, or since its attempt started): a victim that has just "
+        "checkpointed is taken at detection, and the restart floor kept; a costly one only once the failure has "
+        "outlasted the delay, by when a transient has healed or a cheaper victim may have appeared. 0 delays every "
+        "eviction.",
     )
     fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
     eviction_timeout: Duration = _duration(

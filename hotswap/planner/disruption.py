@@ -9,6 +9,10 @@ from hotswap.model import PodPhase, SliceShape
 from hotswap.planner.world import Unit, World, unhealthy
 from hotswap.slices import SliceHealth
 
+NODE_SHUTDOWN = "TerminationByKubelet"
+"""DisruptionTarget reason the kubelet's graceful node shutdown gives the pods it stops (k8s
+pkg/kubelet/nodeshutdown): the node is going away, as before a spot VM's preemption or a maintenance stop."""
+
 
 @dataclass(frozen=True, slots=True)
 class Disruption:
@@ -16,6 +20,10 @@ class Disruption:
 
     since: datetime
     pools: tuple[str, ...]
+    lasting: bool = False
+    """The lost capacity cannot be a transient: a node of it is gone (deleted: a spot preemption past its notice, a
+    repair that recreates the VM) or shut its pods down (`TerminationByKubelet` on an Unhealthy slice: the kubelet's
+    graceful node shutdown before a spot preemption or a maintenance stop). `evictionDelay` does not wait for it."""
 
 
 def infra_evidence(world: World, unit: Unit) -> Disruption | None:
@@ -28,6 +36,7 @@ def infra_evidence(world: World, unit: Unit) -> Disruption | None:
         return None  # most JobSets of a large fleet: queued, nothing to attribute
     times: list[datetime] = []
     pools: set[str] = set()
+    lasting = False
     node_pool_of, slices = world.node_pool_of, world.slices
     for pod in unit.live_pods:
         if pod.node_name is None:
@@ -49,15 +58,17 @@ def infra_evidence(world: World, unit: Unit) -> Disruption | None:
             (found.since if found is not None else None) or pod.disruption_time or pod.deletion_timestamp or world.now
         )
         pools.add(pool or f"<node {pod.node_name}>")
+        lasting = lasting or pod.node_name not in world.nodes or pod.disruption_reason == NODE_SHUTDOWN
     for gone in unit.departed:
         pool = gone.node_pool or (world.node_pool_of.get(gone.node_name) if gone.node_name else None)
         if gone.node_name is None or not unhealthy(world, pool):
             continue
         times.append(gone.gone_at)
         pools.add(pool or f"<node {gone.node_name}>")
+        lasting = lasting or gone.node_name not in world.nodes or gone.disruption_reason == NODE_SHUTDOWN
     if not times:
         return None
-    return Disruption(since=min(times), pools=tuple(sorted(pools)))
+    return Disruption(since=min(times), pools=tuple(sorted(pools)), lasting=lasting)
 
 
 def supply(world: World, unit: Unit, shape: SliceShape, extra: frozenset[str] = frozenset()) -> int:

@@ -123,12 +123,11 @@ def plan_preemptions(
                     k -= 1
             remaining[shape] = k
 
+        until = None
         if disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops:
             until = _eviction_wait(world, disruption)
-            if until is not None:
-                blocked.append(Blocked(preemptor, needs))  # what it may need soon is not released to others
-                ledger.waiting += 1
-                ledger.deadlines.append(until)
+            if until is not None and not world.config.eviction_delay_min_loss:
+                _wait(ledger, blocked, preemptor, needs, until)
                 continue
 
         victims: list[Unit] = []
@@ -154,6 +153,9 @@ def plan_preemptions(
             victims, assigned = _minimise(world, ledger, taken, remaining, victims, assigned)
         if not reason and len(victims) > budget:
             reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
+        if not reason and until is not None and _costly(world, victims):
+            _wait(ledger, blocked, preemptor, needs, until)
+            continue
         if reason:
             if starving is None:
                 blocked.append(Blocked(preemptor, needs))
@@ -248,9 +250,26 @@ def plan_preemptions(
 
 def _eviction_wait(world: World, evidence: Disruption) -> datetime | None:
     """When a new op for this failure may take victims, if not yet (`evictionDelay` after the failure). A slice
-    that is back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted."""
+    that is back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted. A
+    failure that cannot be a transient (`Disruption.lasting`) is not waited for."""
+    if evidence.lasting:
+        return None
     until = evidence.since + world.config.eviction_delay
     return until if world.now < until else None
+
+
+def _wait(
+    ledger: Ledger, blocked: list[Blocked], preemptor: Unit, needs: dict[SliceShape, int], until: datetime
+) -> None:
+    blocked.append(Blocked(preemptor, needs))  # what it may need soon is not released to others
+    ledger.waiting += 1
+    ledger.deadlines.append(until)
+
+
+def _costly(world: World, victims: list[Unit]) -> bool:
+    """Whether a victim would lose more training than `evictionDelayMinLoss` (held back by `evictionDelay`)."""
+    limit = world.config.eviction_delay_min_loss.total_seconds()
+    return any(v.progress_at_risk_s(world.now) > limit for v in victims)
 
 
 def _assign(

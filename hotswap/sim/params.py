@@ -339,7 +339,13 @@ class ReconcilerKnobs(_Frozen):
     their trade-offs. Defaults equal `HotswapConfig`'s (tested); bounds are `HotswapConfig`'s own."""
 
     eviction_delay_s: Seconds = Field(
-        0.0, description="HotswapConfig `evictionDelay`: seconds an infra-disrupted JobSet waits before taking victims."
+        60.0,
+        description="HotswapConfig `evictionDelay`: seconds a disrupted JobSet waits before taking costly victims.",
+    )
+    eviction_delay_min_loss_s: Seconds = Field(
+        600.0,
+        description="HotswapConfig `evictionDelayMinLoss`: the delay holds back only victims that would lose more "
+        "than this many seconds of training (0: every victim).",
     )
 
     @model_validator(mode="after")
@@ -348,7 +354,10 @@ class ReconcilerKnobs(_Frozen):
         return self
 
     def hotswap_config(self) -> HotswapConfig:
-        return HotswapConfig(eviction_delay=timedelta(seconds=self.eviction_delay_s))
+        return HotswapConfig(
+            eviction_delay=timedelta(seconds=self.eviction_delay_s),
+            eviction_delay_min_loss=timedelta(seconds=self.eviction_delay_min_loss_s),
+        )
 
 
 class Scenario(_Frozen):

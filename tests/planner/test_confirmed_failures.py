@@ -15,7 +15,8 @@ from hotswap.planner.actions import HoldVictim, Plan
 from tests.planner.builders import T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
-CFG = HotswapConfig()
+# Victims at detection: these tests are about detection and planning; evictionDelay has test_eviction_cost.py.
+CFG = HotswapConfig(eviction_delay=timedelta(0))
 JUST_NOW = T0 - timedelta(seconds=2)  # well inside unhealthyGrace (20 s)
 
 
@@ -97,7 +98,7 @@ def test_a_failure_shortly_before_notready_counts_from_the_bad_condition() -> No
 
 
 def test_a_confirmed_grace_delays_the_promotion_and_sets_the_wakeup() -> None:
-    config = HotswapConfig(confirmed_unhealthy_grace=timedelta(seconds=5))
+    config = CFG.model_copy(update={"confirmed_unhealthy_grace": timedelta(seconds=5)})
     fleet, _ = fleet_with_fresh_fault()
     fail_pods_on(fleet, "p0")
     early = run(fleet.snapshot(), config)

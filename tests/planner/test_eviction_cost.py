@@ -137,3 +137,95 @@ def test_eviction_delay_is_validated() -> None:
         HotswapConfig.model_validate({"evictionDelay": "11m"})
     with pytest.raises(ValueError):
         HotswapConfig.model_validate({"evictionDelay": -1})
+
+
+# --- evictionDelayMinLoss --------------------------------------------------------------------------------------
+
+
+def _cost_gated(delay_s: float, min_loss: timedelta) -> HotswapConfig:
+    return HotswapConfig(eviction_delay=timedelta(seconds=delay_s), eviction_delay_min_loss=min_loss)
+
+
+def test_a_victim_that_has_just_checkpointed_is_taken_at_once_despite_the_delay() -> None:
+    fresh = format_time(T0 - timedelta(minutes=2))
+    result = run(_two_lows({"zeta": fresh}).snapshot(), _cost_gated(300, timedelta(minutes=5)))
+    assert held(result) == ["zeta"]
+    assert result.diagnostics.ops_waiting == 0
+
+
+def test_a_victim_with_more_at_risk_than_the_limit_waits_out_the_delay() -> None:
+    stale = format_time(T0 - timedelta(minutes=20))
+    snap = _two_lows({"alpha": stale, "zeta": stale}).snapshot()
+    config = _cost_gated(300, timedelta(minutes=5))
+    result = run(snap, config)
+    assert held(result) == []
+    assert not any(isinstance(a, RecordOp) for a in result.actions)
+    assert EventReason.BLOCKED not in reasons(result)
+    assert result.diagnostics.ops_waiting == 1
+    evidence = next(iter(disrupted_units(build_world(snap, T0, config)).values()))
+    assert result.next_wakeup == evidence.since + timedelta(seconds=300)
+    # Once the failure has outlasted the delay the same victim set is taken.
+    later = run(snap, _cost_gated(30, timedelta(minutes=5)))
+    assert held(later) == ["alpha"]
+
+
+def test_the_limit_compares_each_victims_own_risk() -> None:
+    at_risk = format_time(T0 - timedelta(minutes=4))
+    gated = _cost_gated(300, timedelta(minutes=5))
+    assert held(run(_two_lows({"alpha": at_risk, "zeta": at_risk}).snapshot(), gated)) == ["alpha"]
+    stricter = _cost_gated(300, timedelta(minutes=3))
+    assert held(run(_two_lows({"alpha": at_risk, "zeta": at_risk}).snapshot(), stricter)) == []
+
+
+def test_a_zero_limit_delays_every_eviction_as_before() -> None:
+    fresh = format_time(T0 - timedelta(seconds=1))
+    assert held(run(_two_lows({"zeta": fresh}).snapshot(), _cost_gated(300, timedelta(0)))) == []
+
+
+def test_eviction_delay_min_loss_is_validated() -> None:
+    parsed = HotswapConfig.model_validate({"evictionDelay": "60s", "evictionDelayMinLoss": "5m"})
+    assert parsed.eviction_delay_min_loss == timedelta(minutes=5)
+    with pytest.raises(ValueError, match=r"eviction_delay_min_loss|evictionDelayMinLoss"):
+        HotswapConfig.model_validate({"evictionDelayMinLoss": "25h"})
+
+
+# --- failures that cannot be transients are not waited for -----------------------------------------------------
+
+
+def _high_and_low(how: str, reason: str = "DeletionByTaintManager") -> Fleet:
+    """High on p0+p1 and low on v0; p0 failed `how`, the high's pods there disrupted with `reason`."""
+    fleet = Fleet().slices("p0", "p1", "v0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    fleet.fail("p0", FAILED_AT, how=how, hosts=4).evict_pods(high, "p0", FAILED_AT, reason)
+    return fleet
+
+
+@pytest.mark.parametrize(
+    ("how", "reason", "lasting"),
+    [
+        ("unreachable", "DeletionByTaintManager", False),
+        ("not-ready", "DeletionByTaintManager", False),
+        ("deleted", "DeletionByTaintManager", True),  # the VMs were deleted: a spot VM past its notice, a recreate
+        ("not-ready", "TerminationByKubelet", True),  # graceful node shutdown: a spot notice or a maintenance stop
+    ],
+)
+def test_the_delay_waits_only_for_failures_that_can_be_transients(how: str, reason: str, lasting: bool) -> None:
+    snap = _high_and_low(how, reason).snapshot()
+    evidence = next(iter(disrupted_units(build_world(snap, T0, CFG)).values()))
+    assert evidence.lasting is lasting
+    for config in (_delayed(300), _cost_gated(300, timedelta(minutes=5))):
+        result = run(snap, config)
+        assert held(result) == (["low"] if lasting else [])
+        assert result.diagnostics.ops_waiting == (0 if lasting else 1)
+
+
+def test_by_default_a_costly_victim_waits_a_minute_and_a_fresh_checkpoint_does_not() -> None:
+    default = HotswapConfig()
+    assert (default.eviction_delay, default.eviction_delay_min_loss) == (timedelta(seconds=60), timedelta(minutes=10))
+    costly = _two_lows({}).snapshot()  # both lows have run for hours without a checkpoint
+    since = next(iter(disrupted_units(build_world(costly, T0, default)).values())).since
+    assert held(plan(costly, since + timedelta(seconds=30), default)) == []
+    assert held(plan(costly, since + timedelta(seconds=60), default)) == ["alpha"]
+    cheap = _two_lows({"zeta": format_time(since - timedelta(minutes=3))}).snapshot()
+    assert held(plan(cheap, since + timedelta(seconds=30), default)) == ["zeta"]

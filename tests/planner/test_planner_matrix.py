@@ -25,7 +25,8 @@ from hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
-CFG = HotswapConfig()
+# Victims at detection: these tests are about detection and planning; evictionDelay has test_eviction_cost.py.
+CFG = HotswapConfig(eviction_delay=timedelta(0))
 KEYS = AnnotationKeys(CFG.annotation_domain)
 FAILED_AT = T0 - timedelta(minutes=1)
 

@@ -10,7 +10,8 @@ from hotswap.planner.actions import HoldVictim
 from hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder
 
-CFG = HotswapConfig()
+# Victims at detection: these tests are about detection and planning; evictionDelay has test_eviction_cost.py.
+CFG = HotswapConfig(eviction_delay=timedelta(0))
 
 
 def _fleet() -> Fleet:

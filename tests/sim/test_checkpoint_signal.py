@@ -65,6 +65,7 @@ def test_victims_lose_less_when_workloads_publish_checkpoints() -> None:
 
 def test_the_scenario_knobs_default_to_the_reconciler_defaults() -> None:
     assert ReconcilerKnobs().eviction_delay_s == HotswapConfig().eviction_delay.total_seconds()
+    assert ReconcilerKnobs().eviction_delay_min_loss_s == HotswapConfig().eviction_delay_min_loss.total_seconds()
     assert Scenario.model_fields["checkpoint_signal"].default is True
 
 
@@ -73,6 +74,12 @@ def test_the_scenario_eviction_delay_reaches_the_planner() -> None:
     policy = ReconcilerPolicy()
     Simulator(scenario, policy).run()  # attaches
     assert policy.config.eviction_delay == timedelta(seconds=25)
+    gated = scenario.model_copy(
+        update={"reconciler": ReconcilerKnobs(eviction_delay_s=25.0, eviction_delay_min_loss_s=90.0)}
+    )
+    gated_policy = ReconcilerPolicy()
+    Simulator(gated, gated_policy).run()
+    assert gated_policy.config.eviction_delay_min_loss == timedelta(seconds=90)
     explicit = ReconcilerPolicy(HotswapConfig(eviction_delay=timedelta(seconds=5)))
     Simulator(scenario, explicit).run()
     assert explicit.config.eviction_delay == timedelta(seconds=5)  # an explicit config wins

@@ -64,11 +64,12 @@ def test_different_seeds_differ() -> None:
     assert run_one(_small(seed=1), "none").summary != run_one(_small(seed=2), "none").summary
 
 
-def _handcrafted(policy: str) -> Simulator:
+def _handcrafted(policy: str, config: HotswapConfig | None = None) -> Simulator:
     """4 slices, one 2-slice high job and three 1-slice low jobs (no spare, one low queued); one of the high
-    job's slices fails for an hour."""
+    job's slices fails for an hour (the lows are about 30 min past their last checkpoint). `config`: the
+    reconciler's."""
     scenario = two_classes("handcrafted", 11, 1.0, 4, high=(2, 1, NEVER), low=(1, 3, NEVER))
-    sim = Simulator(scenario, POLICIES[policy]())
+    sim = Simulator(scenario, ReconcilerPolicy(config) if config is not None else POLICIES[policy]())
     sim.run()
     sim.trace = []
     target = next(s for s in sim.slices if any(p is not None and p.job.cls.name == "high" for p in s.hosts))
@@ -104,8 +105,9 @@ def test_policies_rank_as_expected_on_handcrafted_case() -> None:
 def test_C12_newcomer_is_fenced_before_its_pods_exist_and_the_preemptor_runs_on_the_ideal_path() -> None:
     """The hold releases quota and Kueue admits the queued low JobSet. The admission fence holds it before its
     leader is created (it would otherwise take a slice the preemptor needs, C12), so the preemptor runs as soon
-    as its own restart allows, with no extra grace for a newcomer."""
-    sim = _handcrafted("reconciler")
+    as its own restart allows, with no extra grace for a newcomer. Victims at detection: the fence is the subject
+    here, not the default `evictionDelay` (tests/sim/test_eviction_delay.py)."""
+    sim = _handcrafted("reconciler", HotswapConfig(eviction_delay=timedelta(0)))
     assert sim.trace is not None
     log = [what for _, what in sim.trace]
     holds = [w.split()[1] for w in log if w.startswith("hold ")]

@@ -39,8 +39,10 @@ class RepairSignalReconciler(ReconcilerPolicy):
 
     def _pass(self) -> None:
         delay = self._transient_delay_s()
-        if delay != self.config.eviction_delay.total_seconds():
-            self.config = self.config.model_copy(update={"eviction_delay": timedelta(seconds=delay)})
+        if delay != self.config.eviction_delay.total_seconds() or self.config.eviction_delay_min_loss:
+            # The signal decides alone: no cost gate (`evictionDelayMinLoss` 0), a transient waits whoever the victim.
+            update = {"eviction_delay": timedelta(seconds=delay), "eviction_delay_min_loss": timedelta(0)}
+            self.config = self.config.model_copy(update=update)
         super()._pass()
 
     def _transient_delay_s(self) -> float:

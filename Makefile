@@ -5,12 +5,14 @@ BIN := $(VENV)/bin
 STACK ?= dev
 PYTEST_ARGS ?=
 
-.PHONY: help venv upstream preview test lint typecheck check bench clean
+.PHONY: help venv upstream preview test lint typecheck check bench clean e2e-tools cluster e2e
 
 help:
 	@echo "make preview [STACK=dev]  offline preview of a stack under Pulumi mocks (writes build/<stack>/)"
 	@echo "make upstream             fetch the pinned Kueue/JobSet reference data the tests read (upstream.lock.json)"
 	@echo "make test                 lint, type-check and the offline test suite (needs make upstream or GKE_TPU_UPSTREAM_DIR)"
+	@echo "make cluster              a local control plane from upstream sources on 127.0.0.1, until Ctrl-C"
+	@echo "make e2e                  build (or reuse) it and run the suite against the real servers (build/e2e/report.json)"
 	@echo "make bench                hotswap simulator and planner scaling benchmark (writes build/bench/)"
 	@echo "make clean                remove build output and the virtualenv"
 
@@ -42,7 +44,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 typecheck: venv
-	$(BIN)/mypy components hotswap tools policies
+	$(BIN)/mypy components hotswap tools policies e2e
 
 test: lint typecheck $(CHECKOV)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -52,3 +54,14 @@ bench: venv
 
 clean:
 	rm -rf build $(VENV) .venv-checkov .cache/upstream
+
+# The real control plane: Kubernetes, etcd, kwok, Helm, JobSet and Kueue built from their upstream Go modules
+# (e2e/go/*/go.mod), cached outside the tree ($GKE_TPU_E2E_CACHE, default ~/.cache/gke-tpu-priority/e2e).
+e2e-tools: venv
+	$(BIN)/python -m e2e.toolchain build --record build/e2e/builds.json
+
+cluster: e2e-tools
+	$(BIN)/python -m e2e.cluster
+
+e2e: e2e-tools
+	$(BIN)/python -m pytest e2e $(E2E_ARGS)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,8 +33,10 @@ from .base import (
     dig,
     items,
     mapping,
+    parse_quantity,
     pod_targets_tpu,
     pod_templates,
+    unwrap_secret,
 )
 from .kueue_objects import declared_local_queues
 from .priority_tiers import declared_tiers
@@ -86,12 +87,13 @@ def topology_multi_host() -> dict[str, bool]:
 
 
 def quantity_chips(value: Any) -> int:
-    number = as_number(value)
-    if number is not None:
-        return int(number) if number.is_integer() and number >= 0 else NOT_A_CHIP_COUNT
-    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value):
-        return int(value)
-    return NOT_A_CHIP_COUNT
+    """Whole chips a `google.com/tpu` quantity asks for. The API server (and JobSet's webhook, by its Go round trip)
+    writes a quantity in canonical form before admission, so `4000m` reaches the in-cluster policy as `4`."""
+    try:
+        number = parse_quantity(unwrap_secret(value))
+    except ValueError:
+        return NOT_A_CHIP_COUNT
+    return int(number) if number == number.to_integral_value() and number >= 0 else NOT_A_CHIP_COUNT
 
 
 def pod_chips(template: Mapping[str, Any]) -> int:

@@ -32,12 +32,13 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
+from policies.rules.base import parse_quantity as base_parse_quantity
 from tests.support.crd_validation import (
     dns1123_label_problem,
     dns1123_subdomain_problem,
@@ -117,41 +118,8 @@ def gen_pod_name(jobset: str, replicated_job: str, job_index: str, pod_index: st
     return f"{jobset}-{replicated_job}-{job_index}-{pod_index}"
 
 
-# --------------------------------------------------------------------------------------------------------
-# Kubernetes quantities (for Kueue's quota checks)
-
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
-_SUFFIX = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    **{f"{p}i": Decimal(1024) ** (i + 1) for i, p in enumerate("KMGTPE")},
-}
-
-
-def parse_quantity(value: Any) -> Decimal:
-    """A resource.Quantity's value (``32``, ``"500m"``, ``"1Gi"``, ``"1e3"``); ValueError if malformed."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a quantity")
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    match = _QUANTITY.match(str(value))
-    if not match:
-        raise ValueError(f"{value!r} is not a quantity")
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number + suffix)
-        return Decimal(number) * _SUFFIX[suffix]
-    except InvalidOperation as exc:
-        raise ValueError(f"{value!r} is not a quantity") from exc
+# Kubernetes quantities (for Kueue's quota checks): one parser, the package's (policies.rules.base).
+parse_quantity = base_parse_quantity
 
 
 # --------------------------------------------------------------------------------------------------------

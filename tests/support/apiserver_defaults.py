@@ -23,6 +23,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from policies.rules.base import parse_quantity
 from tests.support.crd_validation import _apply_defaults, default_catalog
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -81,6 +82,7 @@ def _default_jobset(jobset: dict[str, Any]) -> None:
         job = replicated.setdefault("template", {}).setdefault("spec", {})
         job.setdefault("completionMode", "Indexed")
         pod = job.setdefault("template", {}).setdefault("spec", {})
+        _canonical_quantities(pod)
         if not pod.get("restartPolicy"):
             pod["restartPolicy"] = "OnFailure"
     network = spec.setdefault("network", {})
@@ -108,7 +110,25 @@ def _default_job(job: dict[str, Any]) -> None:
     _suspend_if_queued(spec, job)
 
 
+def _canonical_quantities(spec: dict[str, Any]) -> None:
+    """Resource quantities as the server writes them before admission: a built-in object is decoded into Go types
+    and a JobSet makes the same round trip through JobSet's mutating webhook, so `4000m` arrives as `4` (found by
+    the real API server in `make e2e`; only whole values are rewritten here, the ones the policy's chip count
+    reads)."""
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+        for part in ("limits", "requests"):
+            values = container.get("resources", {}).get(part)
+            for name, value in (values or {}).items():
+                try:
+                    number = parse_quantity(value)
+                except ValueError:
+                    continue
+                if number == number.to_integral_value():
+                    values[name] = str(int(number))
+
+
 def _default_pod_spec(spec: dict[str, Any]) -> None:
+    _canonical_quantities(spec)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)

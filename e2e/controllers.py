@@ -1,0 +1,198 @@
+"""The JobSet and Kueue controller managers as local processes behind their charts' objects.
+
+The chart is installed as it renders (its Deployment gets a pod on a fake system node, which kwok reports
+Running); the manager binary built from the same release runs here instead of in that pod, with:
+
+- the chart's own ConfigMap as its configuration, changed only where a process outside a pod must differ: the
+  webhook, metrics and health endpoints listen on free ports of 127.0.0.1;
+- the chart's ServiceAccount as its identity (a TokenRequest token in a kubeconfig), so the chart's RBAC is what
+  is tested, not an admin's rights;
+- its webhook certificate as its own cert-controller writes it into the chart's Secret, copied to the directory the
+  manager reads (in a pod the kubelet mounts that Secret there; cert-controller only waits for the files);
+- the API server reaching its webhook Service through the egress proxy (e2e.egress) at its local port.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e import toolchain
+from e2e.cluster import LocalCluster
+from e2e.kubectl import Kubectl
+from e2e.processes import Process, free_port, wait_for
+
+JsonObj = dict[str, Any]
+# Hard-coded in JobSet v0.12.0's cert rotator (pkg/util/cert/cert.go), and where the charts mount the webhook
+# Secret: one directory per machine, so two local clusters cannot both run a JobSet manager at once. Kueue reads
+# its certificate directory from its configuration, so it gets one per cluster.
+SERVING_CERTS = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+@dataclass(frozen=True)
+class ManagerSpec:
+    name: str
+    binary: str
+    namespace: str
+    service_account: str
+    config_map: str
+    config_key: str
+    config: JsonObj  # the chart's configuration, as rendered
+    api_services: tuple[str, ...] = ()  # Services behind the chart's aggregated APIs
+
+
+def _find(objects: list[JsonObj], kind: str, predicate: Any = None) -> JsonObj:
+    matches = [o for o in objects if o["kind"] == kind and (predicate is None or predicate(o))]
+    if len(matches) != 1:
+        raise RuntimeError(f"expected one {kind} in the chart, found {len(matches)}")
+    return matches[0]
+
+
+def manager_spec(name: str, binary: str, namespace: str, chart: list[JsonObj]) -> ManagerSpec:
+    """What the chart says about its manager: its ServiceAccount, ConfigMap and configuration."""
+    deployment = _find(chart, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    config_maps = [v["configMap"]["name"] for v in volumes.values() if "configMap" in v]
+    config_map = _find(chart, "ConfigMap", lambda o: o["metadata"]["name"] in config_maps)
+    (key, text), *_ = config_map["data"].items()
+    return ManagerSpec(
+        name=name,
+        binary=binary,
+        namespace=namespace,
+        service_account=pod["serviceAccountName"],
+        config_map=config_map["metadata"]["name"],
+        config_key=key,
+        config=yaml.safe_load(text),
+        api_services=tuple(
+            sorted(
+                {o["spec"]["service"]["name"] for o in chart if o["kind"] == "APIService" and o["spec"].get("service")}
+            )
+        ),
+    )
+
+
+class CertSync:
+    """Plays the kubelet's part for one Secret: copies tls.crt/tls.key into a directory whenever they change."""
+
+    def __init__(self, kubectl: Kubectl, namespace: str, secret: str, directory: Path) -> None:
+        self.kubectl, self.namespace, self.secret, self.directory = kubectl, namespace, secret, directory
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"cert-sync-{secret}", daemon=True)
+        self.synced = threading.Event()
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for stale in ("tls.crt", "tls.key"):
+            (self.directory / stale).unlink(missing_ok=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        last: dict[str, str] = {}
+        while not self._stop.is_set():
+            done = self.kubectl.run("get", "secret", "-n", self.namespace, self.secret, "-o", "json", check=False)
+            data = json.loads(done.stdout).get("data", {}) if done.returncode == 0 else {}
+            if data.get("tls.crt") and data.get("tls.key") and data != last:
+                for key in ("tls.key", "tls.crt"):  # the key first: certwatcher reloads on the certificate
+                    target = self.directory / key
+                    tmp = target.with_suffix(".tmp")
+                    tmp.write_bytes(base64.b64decode(data[key]))
+                    tmp.chmod(0o600)
+                    tmp.rename(target)
+                last = data
+                self.synced.set()
+            self._stop.wait(1.0)
+
+
+class LocalManager:
+    """One controller manager process standing in for its chart's pod."""
+
+    def __init__(self, cluster: LocalCluster, spec: ManagerSpec, cert_dir: Path = SERVING_CERTS) -> None:
+        self.cluster, self.spec, self.cert_dir = cluster, spec, cert_dir
+        self.webhook_port = free_port()
+        self.visibility_port = free_port()
+        self.health_port = free_port()
+        self.metrics_port = free_port()
+        self.process: Process | None = None
+        self.certs: CertSync | None = None
+        self.ready_seconds = 0.0
+
+    def _config(self) -> JsonObj:
+        config: JsonObj = json.loads(json.dumps(self.spec.config))
+        config.setdefault("webhook", {}).update(port=self.webhook_port, host="127.0.0.1", certDir=str(self.cert_dir))
+        if self.spec.name == "kueue":
+            # Kueue's aggregated visibility API (behind the chart's APIService) listens here instead of :8082.
+            config["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": self.visibility_port}
+        config.setdefault("health", {})["healthProbeBindAddress"] = f"127.0.0.1:{self.health_port}"
+        config.setdefault("metrics", {})["bindAddress"] = f"127.0.0.1:{self.metrics_port}"
+        # In a pod the namespace comes from the ServiceAccount mount; out of cluster it must be said.
+        election = config.setdefault("leaderElection", {})
+        if not election.get("resourceNamespace"):
+            election["resourceNamespace"] = self.spec.namespace
+        return config
+
+    def start(self, timeout: float = 180) -> None:
+        kubectl = self.cluster.kubectl()
+        started = time.monotonic()
+        token = kubectl.run(
+            "create", "token", self.spec.service_account, "-n", self.spec.namespace, "--duration=24h"
+        ).stdout.strip()  # fmt: skip
+        kubeconfig = self.cluster.kubeconfig_for(self.spec.name, token)
+        config_path = self.cluster.directory / f"{self.spec.name}-config.yaml"
+        config = self._config()
+        config_path.write_text(yaml.safe_dump(config))
+        certs = config.get("internalCertManagement", {})
+        self.certs = CertSync(kubectl, self.spec.namespace, certs["webhookSecretName"], self.cert_dir)
+        self.certs.start()
+        self.cluster.routes.add(self.spec.namespace, certs["webhookServiceName"], 443, self.webhook_port)
+        for service in self.spec.api_services:
+            self.cluster.routes.add(self.spec.namespace, service, 443, self.visibility_port)
+        self.process = Process(
+            self.spec.name,
+            [str(toolchain.binary(self.spec.binary)), f"--kubeconfig={kubeconfig}", f"--config={config_path}"],
+            self.cluster.directory / "logs",
+        )
+        self.process.start()
+        self.cluster.processes.append(self.process)
+        wait_for(
+            f"{self.spec.name}'s webhook certificate", lambda: self.certs is not None and self.certs.synced.is_set(),
+            timeout, self.process,
+        )  # fmt: skip
+        wait_for(
+            f"{self.spec.name} to serve its webhook",
+            self._serving,
+            timeout,
+            self.process,
+        )
+        self.ready_seconds = round(time.monotonic() - started, 1)
+
+    def _serving(self) -> bool:
+        """Any TLS answer on the webhook port: the server starts only once its certificate is in place."""
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.webhook_port, context=ssl._create_unverified_context(), timeout=5
+        )
+        try:
+            connection.request("GET", "/")
+            connection.getresponse()
+            return True
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+        if self.certs is not None:
+            self.certs.stop()

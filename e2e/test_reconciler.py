@@ -1,0 +1,142 @@
+"""The hotswap reconciler against the real API server, as the ServiceAccount the package deploys for it.
+
+The dev stack's objects (the reconciler's namespace, ServiceAccount, RBAC and ConfigMap among them) are applied;
+each replica runs `hotswap run` as a local process with a TokenRequest token of that ServiceAccount and the
+ConfigMap's own configuration (its ops endpoints moved to free loopback ports). Checked: the RBAC covers what the
+reconciler does (the real authorizer answers), a replica syncs and takes the Lease, a second replica takes over
+when the leader is killed, and leadership is back after an API-server restart (a leader that cannot renew in
+time exits for its Deployment to restart it; the test restarts it as the kubelet would).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e import report
+from e2e.apply import apply_all, delete_all
+from e2e.conftest import Controllers, Target
+from e2e.processes import Process, free_port, http_ok, wait_for
+from tests.conftest import stack_run
+from tools.manifests import kubernetes_objects
+
+JsonObj = dict[str, Any]
+STACK = "dev"
+
+
+def _find(objects: list[JsonObj], kind: str) -> JsonObj:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"].get("name", "").startswith("hotswap")]
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack(target: Target, controllers: Controllers) -> Iterator[list[JsonObj]]:
+    objects = kubernetes_objects(stack_run(STACK).resources)
+    outcomes = apply_all(target.rest, objects)
+    assert [o.as_json() for o in outcomes if not o.accepted] == []
+    yield objects
+    delete_all(target.rest, [o for o in objects if not controllers.owns(o)])
+
+
+class Replica:
+    def __init__(self, target: Target, objects: list[JsonObj], name: str) -> None:
+        cluster = target.need_local()
+        deployment = _find(objects, "Deployment")
+        namespace = deployment["metadata"]["namespace"]
+        account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        config = yaml.safe_load(_find(objects, "ConfigMap")["data"]["config.yaml"])
+        self.health_port, metrics_port = free_port(), free_port()
+        config.update(healthPort=self.health_port, metricsPort=metrics_port)
+        self.lease = (config["leaderElection"]["leaseNamespace"], config["leaderElection"]["leaseName"])
+        config_path = cluster.directory / f"hotswap-{name}.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        token = target.kubectl.run("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
+        kubeconfig = cluster.kubeconfig_for(f"hotswap-{name}", token)
+        self.name = name
+        self.process = Process(
+            f"hotswap-{name}",
+            [
+                sys.executable, "-m", "hotswap", "run", f"--config={config_path}", f"--kubeconfig={kubeconfig}",
+                f"--identity={name}", "--bind-address=127.0.0.1",
+            ],
+            cluster.directory / "logs",
+        )  # fmt: skip
+
+    def start(self) -> None:
+        self.process.start()
+        wait_for(f"hotswap {self.name} /healthz", lambda: http_ok(self.health_port, "/healthz"), 60, self.process)
+
+
+def _holder(target: Target, lease: tuple[str, str]) -> str | None:
+    done = target.kubectl.run("get", "lease", "-n", lease[0], lease[1], "-o", "json", check=False)
+    if done.returncode != 0:
+        return None
+    holder = json.loads(done.stdout).get("spec", {}).get("holderIdentity")
+    return str(holder) if holder else None
+
+
+def test_the_reconcilers_rbac_allows_what_it_does(target: Target, stack: list[JsonObj]) -> None:
+    deployment = _find(stack, "Deployment")
+    who = f"system:serviceaccount:{deployment['metadata']['namespace']}:hotswap-reconciler"
+    lease_ns = deployment["metadata"]["namespace"]
+    needed = [
+        ("patch", "workloads.kueue.x-k8s.io", None),
+        ("list", "jobsets.jobset.x-k8s.io", None),
+        ("watch", "pods", None),
+        ("list", "nodes", None),
+        ("create", "events.events.k8s.io", "default"),
+        ("update", "leases.coordination.k8s.io/hotswap-reconciler", lease_ns),
+    ]
+    answers = {}
+    for verb, resource, namespace in needed:
+        args = ["auth", "can-i", verb, resource, f"--as={who}"]
+        args += [f"--namespace={namespace}"] if namespace else ["--all-namespaces"]
+        answers[f"{verb} {resource}"] = target.kubectl.run(*args, check=False).stdout.strip()
+    report.section("reconciler")["rbac"] = answers
+    assert all(answer == "yes" for answer in answers.values()), answers
+    forbidden = target.kubectl.run(
+        "auth", "can-i", "delete", "jobsets.jobset.x-k8s.io", f"--as={who}", "-A", check=False
+    )
+    assert forbidden.stdout.strip() == "no"
+
+
+def test_replicas_take_over_the_lease_and_survive_an_apiserver_restart(target: Target, stack: list[JsonObj]) -> None:
+    cluster = target.need_local()
+    first, second = Replica(target, stack, "replica-a"), Replica(target, stack, "replica-b")
+    section = report.section("reconciler")
+    try:
+        started = time.monotonic()
+        first.start()
+        wait_for("replica-a to hold the Lease", lambda: _holder(target, first.lease) == "replica-a", 60, first.process)
+        section["leaseAcquiredSeconds"] = round(time.monotonic() - started, 1)
+        second.start()
+        time.sleep(2)
+        assert _holder(target, first.lease) == "replica-a"  # the standby does not steal a live lease
+        killed = time.monotonic()
+        first.process.kill()
+        wait_for("replica-b to take over", lambda: _holder(target, first.lease) == "replica-b", 120, second.process)
+        section["takeoverAfterKillSeconds"] = round(time.monotonic() - killed, 1)
+        section["apiserverRestartSeconds"] = round(cluster.restart_apiserver(), 1)
+        time.sleep(5)
+        if not second.process.running:
+            # A leader that cannot renew within renewDeadline exits (code 3) for its Deployment to restart it, as
+            # client-go's leader election does; play the kubelet's part.
+            assert second.process.popen is not None and second.process.popen.returncode == 3, second.process.tail()
+            section["leaderExitedDuringRestart"] = True
+            second.start()
+        wait_for(
+            "replica-b to hold the Lease after the restart", lambda: _holder(target, first.lease) == "replica-b", 60
+        )
+        assert http_ok(second.health_port, "/healthz")
+    finally:
+        for replica in (first, second):
+            replica.process.stop()
+    logs = Path(second.process.log).read_text(errors="replace")
+    assert "Traceback" not in logs, logs[-3000:]

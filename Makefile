@@ -64,4 +64,4 @@ cluster: e2e-tools
 	$(BIN)/python -m e2e.cluster
 
 e2e: e2e-tools
-	$(BIN)/python -m pytest e2e $(E2E_ARGS)
+	$(BIN)/python -m pytest e2e -o timeout=900 $(E2E_ARGS)

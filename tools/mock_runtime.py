@@ -20,6 +20,7 @@ from tools.resources import ProgramRun, RegisteredResource, dependency_order
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_NAME = "gke-tpu-priority"
+MOCK_SA_TOKEN = "mock-service-account-token"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
 
 
@@ -66,6 +67,9 @@ class RecordingMocks(Mocks):
         inputs = dict(args.inputs)
         self.inputs[(args.typ, args.name)] = inputs
         outputs = _fake_outputs(args.typ, args.name, inputs)
+        if args.resource_id and args.typ == "kubernetes:core/v1:Secret":
+            # A Secret read back (the fleet's worker token): what the token controller has written by then.
+            outputs.setdefault("data", {"token": base64.b64encode(MOCK_SA_TOKEN.encode()).decode()})
         resource_id = (outputs.pop("id", None) or f"{args.name}-id") if args.custom else None
         return resource_id, outputs
 

@@ -21,6 +21,7 @@ from tools.resources import ProgramRun, RegisteredResource, dependency_order
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_NAME = "gke-tpu-priority"
 MOCK_SA_TOKEN = "mock-service-account-token"
+MOCK_SUBNET_CIDR = "10.128.0.0/20"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
 
 
@@ -76,6 +77,9 @@ class RecordingMocks(Mocks):
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
             return {"project": "mock-project", "accessToken": "mock-token"}, []
+        if args.token == "gcp:compute/getSubnetwork:getSubnetwork":
+            # An existing subnet (network.mode: existing), as the Compute API reports it.
+            return {"name": args.args.get("name"), "ipCidrRange": MOCK_SUBNET_CIDR}, []
         if args.token == "gcp:container/getCluster:getCluster":
             # What the GKE API reports for an existing cluster (a lookup, not a resource).
             name, location = args.args.get("name"), args.args.get("location")

@@ -31,6 +31,7 @@ from components.fleet.multikueue import (
     multikueue_cluster,
     multikueue_config,
 )
+from components.kube.immutable import immutable_paths
 from components.kube.objects import KubernetesObject, namespace
 from components.platform import TpuPlatform, TpuPlatformArgs
 from components.priorities import PriorityTiers, PriorityTiersArgs
@@ -166,6 +167,9 @@ class TpuFleet(pulumi.ComponentResource):
                     provider=mgr,
                     depends_on=[kueue_ns],
                     additional_secret_outputs=["data", "stringData"],
+                    # `type` is immutable; the name is fixed (MultiKueueCluster refers to it).
+                    replace_on_changes=immutable_paths({"apiVersion": "v1", "kind": "Secret"}),
+                    delete_before_replace=True,
                 ),
             )
             self.worker_kubeconfig_secrets[worker.name] = secret

@@ -35,7 +35,8 @@ Hotswap reconciler for GKE TPU slices with Kueue and JobSet.
 When infrastructure fails under a high-priority JobSet, it frees healthy TPU slices (whole slices, never
 part of one) by deactivating lower-priority Kueue Workloads (spec.active=false), so they are requeued,
 never lost, and reactivates them once capacity returns or after maxHold. Only the replica holding the
-Lease writes.
+Lease writes, except on removal: with --release-on-removal, a replica whose Deployment is being deleted or
+scaled to zero releases every hold on SIGTERM, after its own loop has stopped.
 """
 
 EPILOG = """\

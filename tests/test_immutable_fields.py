@@ -17,14 +17,25 @@ from typing import Any
 import pytest
 import yaml
 
-from components.kube.immutable import IMMUTABLE, immutable_paths, type_token
+from components.config import parse_platform_config
+from components.kube.immutable import CHART_KINDS, IMMUTABLE, NOT_RENDERED, immutable_paths, type_token
+from components.kueue import jobset_values, kueue_values
 from components.workloads import tpu_jobset
 from tests.conftest import ALL_STACKS, stack_run
 from tests.platform_builders import platform, stack_config
-from tests.support.upstream_data import JOBSET, KUEUE, reference_file, reference_text
+from tests.support.upstream_data import (
+    JOBSET,
+    JOBSET_CHART,
+    KUEUE,
+    KUEUE_CHART,
+    lock,
+    reference_file,
+    reference_files,
+    reference_text,
+)
 from tests.test_workloads import spec as jobset_spec
 from tools.manifests import is_kubernetes_object, object_from_resource
-from tools.mock_runtime import run_program
+from tools.mock_runtime import load_stack_config, run_program
 from tools.resources import RegisteredResource
 
 
@@ -135,8 +146,6 @@ def _crd_rules() -> dict[str, list[tuple[str, str, str]]]:
 
 
 def _locked(directory: str) -> list[str]:
-    from tests.support.upstream_data import lock
-
     return [e.path for e in lock().under(directory)]
 
 
@@ -224,3 +233,45 @@ def test_kueue_refuses_a_running_jobsets_queue_change() -> None:
     assert (
         'metadata.labels["kueue.x-k8s.io/queue-name"]' in IMMUTABLE["kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"].paths
     )
+
+
+# --- the charts' own objects: every kind their templates can render is accounted for ----------------------
+
+# The Kueue value that keeps each not-rendered template off (JobSet's cert-manager and Prometheus switches are
+# checked separately); the package must not turn any of them on.
+OFF_SWITCHES = {
+    "FlowSchema": "enableVisibilityAPF",
+    "PriorityLevelConfiguration": "enableVisibilityAPF",
+    "MutatingAdmissionPolicy": "enableMutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding": "enableMutatingAdmissionPolicy",
+    "Certificate": "enableCertManager",
+    "Issuer": "enableCertManager",
+    "ServiceMonitor": "enablePrometheus",
+    "Ingress": "enableKueueViz",
+}
+
+
+def _template_kinds() -> set[str]:
+    kinds: set[str] = set()
+    for chart in (KUEUE_CHART, JOBSET_CHART):
+        for path in reference_files(f"{chart}/templates"):
+            kinds.update(re.findall(r"^kind:\s*['\"]?([A-Za-z]+)", path.read_text(encoding="utf-8"), re.M))
+    return kinds
+
+
+def test_every_kind_the_pinned_charts_can_render_is_accounted_for() -> None:
+    assert _template_kinds() == set(CHART_KINDS)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_chart_features_counted_as_not_rendered_stay_off(stack: str) -> None:
+    config = parse_platform_config(load_stack_config(stack)["gke-tpu-priority:platform"])
+    kueue_defaults = yaml.safe_load(reference_text(f"{KUEUE_CHART}/values.yaml"))
+    jobset_defaults = yaml.safe_load(reference_text(f"{JOBSET_CHART}/values.yaml"))
+    kueue, jobset = kueue_values(config), jobset_values(config)
+    for kind, switch in OFF_SWITCHES.items():
+        assert CHART_KINDS[kind].startswith(NOT_RENDERED), kind
+        assert not kueue.get(switch, kueue_defaults[switch]), (kind, switch)
+    assert not jobset.get("prometheus", {}).get("enable", jobset_defaults["prometheus"]["enable"])
+    assert not jobset.get("certManager", {}).get("enable", jobset_defaults["certManager"]["enable"])
+    assert {k for k, why in CHART_KINDS.items() if why.startswith(NOT_RENDERED)} == set(OFF_SWITCHES)

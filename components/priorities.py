@@ -7,6 +7,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import PlatformConfig, parse_platform_config
 from components.config.priorities import MAX_USER_PRIORITY, HotswapMode, PriorityTier
+from components.kube.immutable import replacement_options
 from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.schema_types import PlatformConfig as PlatformSettings
 
@@ -107,7 +108,8 @@ class PriorityTiers(pulumi.ComponentResource):
                     global_default=pc["globalDefault"],
                     preemption_policy=pc["preemptionPolicy"],
                     description=pc["description"],
-                    opts=fixed,
+                    # value and preemptionPolicy are immutable: `hotswap.mode` flips every tier's policy.
+                    opts=pulumi.ResourceOptions.merge(fixed, replacement_options(pc)),
                 )
             )
             # `opts.depends_on` carries the Kueue install, whose chart brings the WorkloadPriorityClass CRD.

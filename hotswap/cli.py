@@ -16,15 +16,18 @@ from datetime import datetime
 
 from hotswap.annotations import AnnotationKeys, parse_time
 from hotswap.config import ConfigError, HotswapConfig, load_config
-from hotswap.controller import Controller
+from hotswap.controller import Controller, ExitCode
 from hotswap.kube.checkpoint import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, mark_checkpoint, resolve_target
 from hotswap.kube.client import new_api_client
 from hotswap.kube.release_all import release_all
+from hotswap.kube.removal import release_if_removed
 from hotswap.logs import setup_logging
 from hotswap.metrics import Metrics
 from hotswap.server import OpsServer, make_app
 
 log = logging.getLogger("hotswap")
+
+RELEASE_INCOMPLETE = 1  # release-all (or the release on removal) could not release everything
 
 DESCRIPTION = """\
 Hotswap reconciler for GKE TPU slices with Kueue and JobSet.
@@ -32,7 +35,8 @@ Hotswap reconciler for GKE TPU slices with Kueue and JobSet.
 When infrastructure fails under a high-priority JobSet, it frees healthy TPU slices (whole slices, never
 part of one) by deactivating lower-priority Kueue Workloads (spec.active=false), so they are requeued,
 never lost, and reactivates them once capacity returns or after maxHold. Only the replica holding the
-Lease writes.
+Lease writes, except on removal: with --release-on-removal, a replica whose Deployment is being deleted or
+scaled to zero releases every hold on SIGTERM, after its own loop has stopped.
 """
 
 EPILOG = """\
@@ -40,8 +44,8 @@ configuration: --config FILE (YAML or JSON) or $HOTSWAP_CONFIG, overridden by HO
 (for example HOTSWAP_DRY_RUN=true, HOTSWAP_LEADER_ELECTION__LEASE_NAME=x). Without --kubeconfig the
 in-cluster service account is used.
 
-exit codes: 0 clean shutdown; 1 release-all could not release everything; 2 invalid configuration;
-3 leadership lost (the Deployment restarts the pod).
+exit codes: 0 clean shutdown; 1 release-all (or run's release on removal) could not release everything;
+2 invalid configuration; 3 leadership lost (the Deployment restarts the pod).
 """
 
 
@@ -77,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="leader-election identity (default: $POD_NAME, else hostname plus a random suffix)",
     )
     run.add_argument("--bind-address", default="0.0.0.0", help="address for the ops endpoints (default 0.0.0.0)")
+    run.add_argument(
+        "--release-on-removal",
+        metavar="NAMESPACE/DEPLOYMENT",
+        default=os.environ.get("HOTSWAP_RELEASE_ON_REMOVAL"),
+        help="this replica's Deployment: on SIGTERM, if it is gone, being deleted or scaled to zero, reactivate "
+        "every held Workload before exiting (as release-all does); a restart keeps the holds",
+    )
     commands.add_parser(
         "release-all",
         parents=[common],
@@ -131,12 +142,24 @@ async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
         extra={"identity": identity, "dry_run": controller.dry_run, "ports": server.bound, "mode": config.mode},
     )
     try:
-        code = await controller.run()
+        code = int(await controller.run())
+        if code == ExitCode.OK and args.release_on_removal:
+            # The loop has stopped writing; only now can a release not be undone by this replica.
+            namespace, _, deployment = str(args.release_on_removal).rpartition("/")
+            report = await release_if_removed(
+                api,
+                AnnotationKeys(config.annotation_domain),
+                namespace or config.leader_election.lease_namespace,
+                deployment,
+                dry_run=controller.dry_run,
+            )
+            if report is not None and not report.ok:
+                code = RELEASE_INCOMPLETE
     finally:
         await server.stop()
         await api.close()
-    log.info("stopped", extra={"exit_code": int(code)})
-    return int(code)
+    log.info("stopped", extra={"exit_code": code})
+    return code
 
 
 async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
@@ -150,7 +173,7 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
         "release-all finished",
         extra={"released": report.released, "cleared_ops": report.cleared_ops, "failed": report.failed},
     )
-    return 0 if report.ok else 1
+    return 0 if report.ok else RELEASE_INCOMPLETE
 
 
 async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> int:

@@ -15,6 +15,7 @@ from components import kueue as kueue_component
 from components.config import parse_platform_config
 from components.config.fleet import FLEET_CONFIG_PATH
 from components.kueue import CONTROLLERS_PRIORITY_CLASS, jobset_values
+from components.kueue.crds import CRD_TYPE, KeepCrds
 from tests.conftest import FLEET_STACKS, STACKS, stack_run
 from tests.support import chart_values as cv
 from tests.support.upstream_data import JOBSET_CHART, KUEUE_CHART, reference_file, reference_files
@@ -168,7 +169,7 @@ def test_the_jobset_chart_carries_the_transform_and_waits_for_the_priority_class
     monkeypatch.setattr(kueue_component.k8s.helm.v4, "Chart", recording_chart)
     run = run_program("dev")
     (jobset_name,) = [n for n in seen if n.endswith("-jobset")]
-    assert seen[jobset_name].transforms == [kueue_component.jobset_controller_priority]
+    assert seen[jobset_name].transforms == [kueue_component.jobset_controller_priority, KeepCrds(protect=False)]
     chart = next(r for r in run.resources if r.name == jobset_name)
     priority_class = next(r for r in run.resources if r.name.endswith("-controllers-pc"))
     assert priority_class.urn in chart.dependencies
@@ -181,3 +182,40 @@ def test_jobset_values_pin_the_official_image() -> None:
         "tag": f"v{config.jobset.version}",
         "pullPolicy": "IfNotPresent",
     }
+
+
+# --- the charts' CRDs outlive the charts ----------------------------------------------------------------
+
+
+def _crd_args(type_: str = CRD_TYPE) -> pulumi.ResourceTransformArgs:
+    props = {"metadata": {"name": "workloads.kueue.x-k8s.io"}, "spec": {"group": "kueue.x-k8s.io"}}
+    return pulumi.ResourceTransformArgs(
+        custom=True, type_=type_, name="workloads", props=props, opts=pulumi.ResourceOptions(parent=None)
+    )
+
+
+@pytest.mark.parametrize("protect", [False, True])
+def test_chart_crds_are_retained_on_delete_and_protected_with_protect(protect: bool) -> None:
+    result = KeepCrds(protect)(_crd_args())
+    assert result is not None
+    # Deleting or replacing a chart must not delete the CRDs, and with them every JobSet and Workload.
+    assert result.opts is not None and result.opts.retain_on_delete is True
+    assert result.opts.protect is (True if protect else None)
+    assert result.props == _crd_args().props
+    assert KeepCrds(protect)(_crd_args("kubernetes:apps/v1:Deployment")) is None
+
+
+@pytest.mark.parametrize(("stack", "protect"), [("dev", False), ("prod", True), ("fleet", False)])
+def test_every_chart_keeps_its_crds(stack: str, protect: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, pulumi.ResourceOptions] = {}
+    real_chart = k8s.helm.v4.Chart
+
+    def recording_chart(name: str, *args: Any, **kwargs: Any) -> Any:
+        seen[name] = kwargs["opts"]
+        return real_chart(name, *args, **kwargs)
+
+    monkeypatch.setattr(k8s.helm.v4, "Chart", recording_chart)
+    run_program(stack)
+    assert len(seen) >= 2
+    for name, opts in seen.items():
+        assert KeepCrds(protect) in (opts.transforms or []), name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from typing import Any
 
 import pytest
@@ -14,8 +15,9 @@ from components.fleet.credentials import WORKER_RULES
 from components.fleet.multikueue import manager_cluster_queue, manager_cluster_queues
 from tests.conftest import FLEET_STACKS, stack_run
 from tests.support.crd_validation import assert_valid
+from tools import mock_runtime
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
-from tools.manifests import kubernetes_objects
+from tools.manifests import kubernetes_objects, unwrap_secrets
 from tools.mock_runtime import load_stack_config
 from tools.resources import SECRET_SIG, ProgramRun
 
@@ -153,3 +155,34 @@ def test_validation_names_path_value_and_allowed(mutate: Any, message: str) -> N
     with pytest.raises(ConfigError) as err:
         parse_fleet_config(raw)
     assert message in str(err.value)
+
+
+# --- the worker token read back: never an empty kubeconfig token ------------------------------------------
+
+
+def test_an_empty_worker_token_fails_the_update_naming_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = mock_runtime._fake_outputs
+
+    def token_not_yet_written(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        out = real(typ, name, inputs)
+        if typ == "kubernetes:core/v1:Secret" and name.endswith("-read"):
+            out["data"] = {}  # the token controller has not filled the Secret in
+        return out
+
+    monkeypatch.setattr(mock_runtime, "_fake_outputs", token_not_yet_written)
+    with pytest.raises(
+        Exception,
+        match=r"fleet\.workers\[\d+\] \(\w[\w-]*\): the MultiKueue token Secret "
+        r"kueue-system/multikueue-manager-token-g\d+ has no token",
+    ) as info:
+        mock_runtime.run_program(FLEET_STACKS[0])
+    assert "credentialsGeneration" in str(info.value)
+
+
+def test_the_worker_token_read_back_is_the_one_in_the_kubeconfig() -> None:
+    run = fleet_run()
+    secrets = [r for r in run.resources if r.type == "kubernetes:core/v1:Secret" and "-mk-kubeconfig-" in r.name]
+    assert secrets
+    for res in secrets:
+        kubeconfig = json.loads(unwrap_secrets(res.inputs["stringData"])["kubeconfig"])
+        assert kubeconfig["users"][0]["user"] == {"token": mock_runtime.MOCK_SA_TOKEN}

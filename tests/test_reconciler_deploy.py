@@ -35,7 +35,13 @@ def test_reconciler_is_part_of_every_stack(stack: str) -> None:
     assert pod["nodeSelector"] == {"gke-tpu-priority.io/system": "true"}
     assert pod["serviceAccountName"] == "hotswap-reconciler"
     (container,) = pod["containers"]
-    assert container["args"] == ["run", "--config", "/etc/hotswap/config.yaml"]
+    assert container["args"] == [
+        "run",
+        "--config",
+        "/etc/hotswap/config.yaml",
+        "--release-on-removal",
+        "hotswap-system/hotswap-reconciler",
+    ]
     assert container["image"].endswith("@sha256:" + "0" * 64)  # built and pinned by digest
     assert container["imagePullPolicy"] == "IfNotPresent"
 
@@ -168,3 +174,31 @@ def test_tiers_that_may_not_preempt_reach_the_reconciler_as_a_floor() -> None:
 def test_the_floor_is_not_a_setting_of_its_own() -> None:
     with pytest.raises(ConfigError, match=r"settings\.preemptorMinPriority: set by the package from the tiers"):
         parse_platform_config(platform(hotswap={"settings": {"preemptorMinPriority": 5}}))
+
+
+# --- removal releases the holds (hotswap/kube/removal.py) --------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_removal_can_tell_itself_from_a_restart_and_release_before_its_rbac_goes(stack: str) -> None:
+    deployment = find(stack, "Deployment", "hotswap-reconciler")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    namespace = deployment["metadata"]["namespace"]
+    assert container["args"][-2:] == ["--release-on-removal", f"{namespace}/hotswap-reconciler"]
+    # It may read its own Deployment and nothing else.
+    role = find(stack, "Role", "hotswap-reconciler-self")
+    assert role["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["hotswap-reconciler"], "verbs": ["get"]}
+    ]
+    binding = find(stack, "RoleBinding", "hotswap-reconciler-self")
+    assert binding["roleRef"]["name"] == "hotswap-reconciler-self"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "hotswap-reconciler", "namespace": namespace}]
+    # Foreground deletion keeps the Deployment (deleting) until its pods end, and Pulumi deletes what the
+    # Deployment depends on (the RBAC the release needs) only after that.
+    assert deployment["metadata"]["annotations"]["pulumi.com/deletionPropagationPolicy"] == "foreground"
+    resources = stack_run(stack).resources
+    (dep,) = [r for r in resources if r.type == "kubernetes:apps/v1:Deployment" and r.name.endswith("-deployment")]
+    needed = {r.urn for r in resources if r.name.endswith(("-self-rolebinding", "-clusterrolebinding", "-sa"))}
+    needed = {u for u in needed if "hotswap" in u}
+    assert len(needed) == 3 and needed <= set(dep.dependencies)
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 60

@@ -20,6 +20,8 @@ from tools.resources import ProgramRun, RegisteredResource, dependency_order
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_NAME = "gke-tpu-priority"
+MOCK_SA_TOKEN = "mock-service-account-token"
+MOCK_SUBNET_CIDR = "10.128.0.0/20"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n").decode()
 
 
@@ -66,12 +68,18 @@ class RecordingMocks(Mocks):
         inputs = dict(args.inputs)
         self.inputs[(args.typ, args.name)] = inputs
         outputs = _fake_outputs(args.typ, args.name, inputs)
+        if args.resource_id and args.typ == "kubernetes:core/v1:Secret":
+            # A Secret read back (the fleet's worker token): what the token controller has written by then.
+            outputs.setdefault("data", {"token": base64.b64encode(MOCK_SA_TOKEN.encode()).decode()})
         resource_id = (outputs.pop("id", None) or f"{args.name}-id") if args.custom else None
         return resource_id, outputs
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
             return {"project": "mock-project", "accessToken": "mock-token"}, []
+        if args.token == "gcp:compute/getSubnetwork:getSubnetwork":
+            # An existing subnet (network.mode: existing), as the Compute API reports it.
+            return {"name": args.args.get("name"), "ipCidrRange": MOCK_SUBNET_CIDR}, []
         if args.token == "gcp:container/getCluster:getCluster":
             # What the GKE API reports for an existing cluster (a lookup, not a resource).
             name, location = args.args.get("name"), args.args.get("location")

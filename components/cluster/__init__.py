@@ -6,6 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.cluster.firewall import build_webhook_firewall
 from components.cluster.identity import build_node_service_account
 from components.cluster.kubeconfig import exec_kubeconfig
 from components.cluster.network import build_network
@@ -112,6 +113,8 @@ class TpuCluster(pulumi.ComponentResource):
         # Nodes need their IAM roles (logging, image pulls) before they register.
         pools = PoolContext(name, config, self.cluster, self.node_service_account.email, self, node_roles)
         self.system_pool = build_system_pool(pools)
+        # The API server calls the webhooks on the system nodes; private nodes admit it only on 443 and 10250.
+        self.webhook_firewall = build_webhook_firewall(name, config, network, self)
         self.tpu_pools = [build_tpu_pool(pools, spec) for group in config.tpu_pools for spec in tpu_pool_specs(group)]
 
         if settings.control_plane_access is ControlPlaneAccess.DNS:

@@ -51,6 +51,11 @@ def system_node_selector(config: PlatformConfig) -> dict[str, str]:
     return {SYSTEM_LABEL: "true"}
 
 
+def system_node_tag(config: PlatformConfig) -> str:
+    """Network tag of the system pool's nodes: the webhook firewall rule's only target (TPU nodes run none)."""
+    return f"{config.cluster.name}-system"[:63].rstrip("-")
+
+
 def tpu_pool_specs(group: TpuPoolGroup) -> list[TpuPoolSpec]:
     shape = group.shape
     if shape.multi_host:
@@ -210,6 +215,8 @@ def build_system_pool(ctx: PoolContext) -> gcp.container.NodePool:
             "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
             "image_type": "COS_CONTAINERD",
             "labels": {SYSTEM_LABEL: "true"},
+            # The target of the control plane's webhook rule (components/cluster/firewall.py).
+            "tags": [system_node_tag(config)],
             "resource_labels": config.labels,
             "workload_metadata_config": {"mode": "GKE_METADATA"},
             "shielded_instance_config": _shielded(),

@@ -31,6 +31,7 @@ from components.fleet.multikueue import (
     multikueue_cluster,
     multikueue_config,
 )
+from components.kube.immutable import immutable_paths
 from components.kube.objects import KubernetesObject, namespace
 from components.platform import TpuPlatform, TpuPlatformArgs
 from components.priorities import PriorityTiers, PriorityTiersArgs
@@ -46,14 +47,28 @@ class TpuFleetArgs(TypedDict):
     """The fleet settings, in the schema of the `gke-tpu-priority:fleet` stack setting (see README)."""
 
 
-def _token(data: Any) -> str:
+class EmptyWorkerToken(ValueError):
+    """The worker's token Secret had no token when it was read back (the MultiKueueCluster would stay inactive)."""
+
+
+def _token(where: str, secret: str, data: Any) -> str:
     encoded = (data or {}).get("token", "")
-    return base64.b64decode(encoded).decode() if encoded else ""
+    token = base64.b64decode(encoded).decode() if encoded else ""
+    if not token.strip():
+        # An empty token renders a kubeconfig MultiKueue cannot use: its MultiKueueCluster stays inactive and
+        # nothing else says why. Stop the update instead, naming what to look at.
+        raise EmptyWorkerToken(
+            f"{where}: the MultiKueue token Secret {secret} has no token (its data.token is empty); "
+            "the worker's token controller fills it in shortly after the Secret is created. Run `pulumi up` again; "
+            "if it stays empty, check that the ServiceAccount it names exists, or raise "
+            "fleet.multiKueue.credentialsGeneration to issue a new Secret"
+        )
+    return token
 
 
-def _render(worker: str, parts: list[Any]) -> str:
+def _render(worker: str, where: str, secret: str, parts: list[Any]) -> str:
     server, ca = worker_endpoint(str(parts[0]))
-    return token_kubeconfig(worker, server, ca, _token(parts[1]))
+    return token_kubeconfig(worker, server, ca, _token(where, secret, parts[1]))
 
 
 class TpuFleet(pulumi.ComponentResource):
@@ -92,7 +107,7 @@ class TpuFleet(pulumi.ComponentResource):
         self.workers: dict[str, TpuPlatform] = {}
         self.worker_kubeconfig_secrets: dict[str, k8s.core.v1.Secret] = {}
         clusters: list[KubernetesObject] = []
-        for worker in config.workers:
+        for index, worker in enumerate(config.workers):
             p = worker.platform
             wname = f"{name}-{worker.name}"
             wgcp = gcp.Provider(
@@ -130,8 +145,12 @@ class TpuFleet(pulumi.ComponentResource):
                 f"{ns}/{token_secret_name(gen)}",
                 opts=pulumi.ResourceOptions(parent=self, provider=platform.provider, depends_on=[token]),
             )
+            # The provider waits (briefly) for the token controller on create; _render fails the update loudly if
+            # the token is still missing rather than writing a kubeconfig with an empty token.
             plain: pulumi.Output[str] = pulumi.Output.all(platform.kubeconfig, live.data).apply(
-                functools.partial(_render, worker.name)
+                functools.partial(
+                    _render, worker.name, f"fleet.workers[{index}] ({worker.name})", f"{ns}/{token_secret_name(gen)}"
+                )
             )
             kubeconfig: pulumi.Output[str] = pulumi.Output.secret(plain)
             secret = k8s.core.v1.Secret(
@@ -148,6 +167,9 @@ class TpuFleet(pulumi.ComponentResource):
                     provider=mgr,
                     depends_on=[kueue_ns],
                     additional_secret_outputs=["data", "stringData"],
+                    # `type` is immutable; the name is fixed (MultiKueueCluster refers to it).
+                    replace_on_changes=immutable_paths({"apiVersion": "v1", "kind": "Secret"}),
+                    delete_before_replace=True,
                 ),
             )
             self.worker_kubeconfig_secrets[worker.name] = secret
@@ -226,4 +248,4 @@ class TpuFleet(pulumi.ComponentResource):
         )
 
 
-__all__ = ["MANAGER_IDENTITY", "TpuFleet", "TpuFleetArgs"]
+__all__ = ["MANAGER_IDENTITY", "EmptyWorkerToken", "TpuFleet", "TpuFleetArgs"]

@@ -24,6 +24,7 @@ from components.kueue import (
     jobset_values,
     kueue_values,
 )
+from components.kueue.crds import KeepCrds
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def install_kueue(
             parent=parent,
             provider=provider,
             depends_on=[*after, jobset_ns, pc],
-            transforms=[jobset_controller_priority],
+            transforms=[jobset_controller_priority, KeepCrds(m.protect)],
         ),
     )
     kueue = k8s.helm.v4.Chart(
@@ -132,6 +133,11 @@ def install_kueue(
         version=m.kueue.version,
         namespace=m.kueue.namespace,
         values=manager_kueue_values(config),
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[*after, kueue_ns, pc, jobset]),
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            depends_on=[*after, kueue_ns, pc, jobset],
+            transforms=[KeepCrds(m.protect)],
+        ),
     )
     return kueue, kueue_ns

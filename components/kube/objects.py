@@ -13,6 +13,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kube.immutable import replacement_options
+
 
 def _provider_version() -> str:
     from pulumi_kubernetes import _utilities
@@ -28,6 +30,8 @@ class KubernetesObject(pulumi.CustomResource):
         kind = obj["kind"]
         if "name" not in obj.get("metadata", {}):
             raise ValueError(f"{kind} {resource_name!r}: set metadata.name; other objects refer to it by name")
+        # Fields the API server refuses to change in place become replacements (components/kube/immutable.py).
+        opts = pulumi.ResourceOptions.merge(opts, replacement_options(obj))
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_provider_version()))
         props = {key: value for key, value in obj.items() if key != "status"}
         # The provider names the core group `core/v1` in type tokens (`kubernetes:core/v1:ConfigMap`).

@@ -10,6 +10,7 @@ import yaml
 from components.cluster.node_pools import system_node_selector
 from components.config import PlatformConfig, parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
+from components.kueue.crds import KeepCrds
 from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
 from components.priorities import controller_priority_class
 from components.schema_types import PlatformConfig as PlatformSettings
@@ -127,7 +128,7 @@ class KueueJobSet(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[*outer, self.jobset_ns, self.priority_class],
-                transforms=[jobset_controller_priority],
+                transforms=[jobset_controller_priority, KeepCrds(config.protect)],
             ),
         )
         self.kueue = k8s.helm.v4.Chart(
@@ -137,7 +138,9 @@ class KueueJobSet(pulumi.ComponentResource):
             namespace=config.kueue.namespace,
             values=kueue_values(config),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[*outer, self.kueue_ns, self.priority_class, self.jobset]
+                parent=self,
+                depends_on=[*outer, self.kueue_ns, self.priority_class, self.jobset],
+                transforms=[KeepCrds(config.protect)],
             ),
         )
         self.kueue_namespace = self.kueue_ns.metadata.name

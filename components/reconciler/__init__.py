@@ -45,6 +45,10 @@ class HotswapReconciler(pulumi.ComponentResource):
         binding = declare("clusterrolebinding", objects.cluster_role_binding(config), role, sa)
         lease_role = declare("lease-role", objects.lease_role(config), ns)
         lease_binding = declare("lease-rolebinding", objects.lease_role_binding(config), lease_role, sa)
+        # The Deployment depends on these, so on removal Pulumi deletes it (and waits for its pods, which release
+        # their holds) before the RBAC they need for that.
+        self_role = declare("self-role", objects.self_reader_role(config), ns)
+        self_binding = declare("self-rolebinding", objects.self_reader_role_binding(config), self_role, sa)
         config_map_obj = objects.config_map(config)
         config_map = declare("config", config_map_obj, ns)
         priority = declare("priorityclass", objects.priority_class(config))
@@ -58,6 +62,7 @@ class HotswapReconciler(pulumi.ComponentResource):
             sa,
             binding,
             lease_binding,
+            self_binding,
             config_map,
             priority,
         )

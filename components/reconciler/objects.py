@@ -19,6 +19,9 @@ HEALTH_PORT = 8081
 RUN_AS = 65532  # the image's non-root user
 CONFIG_PATH = "/etc/hotswap/config.yaml"
 RECONCILER_PRIORITY_CLASS = "hotswap-reconciler"
+SELF_READER = f"{APP}-self"
+TERMINATION_GRACE_SECONDS = 90
+DELETION_POLICY_ANNOTATION = "pulumi.com/deletionPropagationPolicy"
 
 
 def meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -143,6 +146,26 @@ def lease_role_binding(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
+def self_reader_role(config: PlatformConfig) -> dict[str, Any]:
+    """Read its own Deployment, and nothing else: on SIGTERM that tells a removal from a restart."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta(SELF_READER, config.hotswap.namespace),
+        "rules": [{"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": [APP], "verbs": ["get"]}],
+    }
+
+
+def self_reader_role_binding(config: PlatformConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta(SELF_READER, config.hotswap.namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SELF_READER},
+        "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": config.hotswap.namespace}],
+    }
+
+
 def config_map(config: PlatformConfig) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -168,7 +191,8 @@ def deployment(config: PlatformConfig, image: Any, config_hash: str, pinned: boo
         "name": "reconciler",
         "image": image,
         "imagePullPolicy": "IfNotPresent" if pinned else "Always",
-        "args": ["run", "--config", CONFIG_PATH],
+        # On SIGTERM with its Deployment deleted or scaled to zero, release every hold (hotswap/kube/removal.py).
+        "args": ["run", "--config", CONFIG_PATH, "--release-on-removal", f"{hs.namespace}/{APP}"],
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "HOTSWAP_LOG_LEVEL", "value": "INFO"},
@@ -209,7 +233,12 @@ def deployment(config: PlatformConfig, image: Any, config_hash: str, pinned: boo
         "metadata": meta(
             APP,
             hs.namespace,
-            annotations={"checkov.io/skip1": "CKV_K8S_38=the reconciler talks to the API server with its token"},
+            annotations={
+                "checkov.io/skip1": "CKV_K8S_38=the reconciler talks to the API server with its token",
+                # Pulumi's default, stated: the Deployment stays (deleting) until its pods are gone, so the
+                # replicas see the removal and release their holds while their RBAC still exists.
+                DELETION_POLICY_ANNOTATION: "foreground",
+            },
         ),
         "spec": {
             "replicas": hs.replicas,
@@ -230,7 +259,8 @@ def deployment(config: PlatformConfig, image: Any, config_hash: str, pinned: boo
                         "fsGroup": RUN_AS,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
-                    "terminationGracePeriodSeconds": 30,
+                    # Time to release every hold on removal (one conditional patch per held Workload).
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "topologySpreadConstraints": [
                         {
                             "maxSkew": 1,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -166,14 +166,29 @@ def _disruption(status: dict[str, Any]) -> Condition | None:
     return None
 
 
+def uses_tpu(pod_spec: dict[str, Any]) -> bool:
+    """The pod asks for TPU chips (a limit or request of `google.com/tpu` in any container or init container)."""
+    for group in ("containers", "initContainers"):
+        for container in _list(pod_spec.get(group)):
+            resources = _dict(_dict(container).get("resources"))
+            for amounts in (resources.get("limits"), resources.get("requests")):
+                if (_int(_dict(amounts).get(TPU_RESOURCE)) or 0) > 0:
+                    return True
+    return False
+
+
 def pod_from(obj: JsonObj, node_pools: Mapping[str, str] | None = None) -> Pod | None:
+    """A JobSet pod, or any other pod using TPU chips (a `batch/v1` Job's, a bare pod...) with an empty
+    `jobset_name`: it owns no unit but occupies its slice. Other pods (CPU work, DaemonSets) are None."""
     meta = _meta(obj)
     labels = _str_map(meta.get("labels"))
     name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
-    jobset = labels.get(JOBSET_LABEL)
-    if name is None or namespace is None or uid is None or not jobset:
+    if name is None or namespace is None or uid is None:
         return None
     spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    jobset = labels.get(JOBSET_LABEL) or ""
+    if not jobset and not uses_tpu(spec):
+        return None
     node_name = _str(spec.get("nodeName"))
     phase = _str(status.get("phase"))
     disruption = _disruption(status)
@@ -405,40 +420,136 @@ def _convert_all(objs: Iterable[JsonObj], convert: Callable[[JsonObj], T | None]
     return tuple(result)
 
 
+@dataclass(frozen=True, slots=True)
+class CachedJobSet:
+    """A JobSet as cached: converted once, its pod priority resolved against the PriorityClasses known then."""
+
+    jobset: JobSet
+    class_names: tuple[str, ...]
+    """`priorityClassName`s of the pod templates, to resolve again when the PriorityClasses change."""
+    explicit: tuple[int, ...]
+    """Explicit `priority` values of templates without a known class."""
+    generation: int
+    """The builder's PriorityClass generation `jobset.pod_priority` was resolved against."""
+
+    def resolve(self, values: Mapping[str, int], generation: int) -> JobSet:
+        if generation == self.generation or not self.class_names:
+            return self.jobset
+        priorities = [values[c] for c in self.class_names if c in values] or list(self.explicit)
+        priority = max(priorities) if priorities else None
+        return self.jobset if priority == self.jobset.pod_priority else replace(self.jobset, pod_priority=priority)
+
+
+def template_priorities(obj: JsonObj) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The pod templates' `priorityClassName`s and explicit `priority` values."""
+    names, explicit = [], []
+    for item in _list(_dict(obj.get("spec")).get("replicatedJobs")):
+        pod_spec = _pod_spec(_dict(item))
+        if class_name := _str(pod_spec.get("priorityClassName")):
+            names.append(class_name)
+        if (value := _int(pod_spec.get("priority"))) is not None:
+            explicit.append(value)
+    return tuple(names), tuple(explicit)
+
+
+# Annotations nobody here reads that can be as large as the object itself (kubectl's client-side apply copy).
+DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+
+def trimmed(obj: JsonObj) -> JsonObj:
+    """A small cluster-scoped object (ClusterQueue, PriorityClass, ResourceFlavor, Topology) without its
+    managedFields: these stay raw and are converted each pass, as they are few."""
+    meta = _meta(obj)
+    if "managedFields" not in meta:
+        return obj
+    return obj | {"metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
+def _without_bulk(annotations: Mapping[str, str]) -> Mapping[str, str]:
+    if DROPPED_ANNOTATIONS.isdisjoint(annotations):
+        return annotations
+    return {k: v for k, v in annotations.items() if k not in DROPPED_ANNOTATIONS}
+
+
 @dataclass
 class SnapshotBuilder:
-    """Builds snapshots from caches; remembers node pools and recently departed JobSet pods."""
+    """Converts watched objects into snapshots; remembers node pools and recently departed JobSet pods.
+
+    The informers of Nodes, pods, JobSets and Workloads cache the typed values this builder's ``*_value``
+    transforms return, so a pass only assembles them (:meth:`assemble`); :meth:`build` converts raw objects
+    the same way (tests, tools).
+    """
 
     attribution_window: timedelta
     clock: Callable[[], datetime]
+    namespaces: frozenset[str] = frozenset()
+    """JobSets outside these namespaces are invisible (empty: all); their pods still occupy slices."""
     node_pools: dict[str, str] = field(default_factory=dict)
     departed: dict[str, DepartedPod] = field(default_factory=dict)
+    priority_values: dict[str, int] = field(default_factory=dict)
+    priority_generation: int = 0
 
-    def on_node_event(self, kind: str, obj: JsonObj) -> None:
+    # ---- transforms (informer caches) ------------------------------------------------------------------
+
+    def node_value(self, obj: JsonObj) -> Node | None:
+        return node_from(obj)
+
+    def pod_value(self, obj: JsonObj) -> Pod | None:
+        return pod_from(obj, self.node_pools)
+
+    def workload_value(self, obj: JsonObj) -> Workload | None:
+        workload = workload_from(obj)
+        if workload is None or DROPPED_ANNOTATIONS.isdisjoint(workload.annotations):
+            return workload
+        return replace(workload, annotations=_without_bulk(workload.annotations))
+
+    def jobset_value(self, obj: JsonObj) -> CachedJobSet | None:
+        namespace = _str(_meta(obj).get("namespace"))
+        if self.namespaces and namespace not in self.namespaces:
+            return None
+        jobset = jobset_from(obj, self.priority_values)
+        if jobset is None:
+            return None
+        if not DROPPED_ANNOTATIONS.isdisjoint(jobset.annotations):
+            jobset = replace(jobset, annotations=_without_bulk(jobset.annotations))
+        names, explicit = template_priorities(obj)
+        return CachedJobSet(jobset, names, explicit, self.priority_generation)
+
+    # ---- listeners -----------------------------------------------------------------------------------
+
+    def on_node_event(self, kind: str, value: Node | JsonObj) -> None:
         """Informer listener: keep node -> pool even after the Node is deleted (pods may outlive it)."""
-        name = _str(_meta(obj).get("name"))
-        pool = _str_map(_meta(obj).get("labels")).get(NODEPOOL_LABEL)
-        if name and pool:
-            self.node_pools[name] = pool
+        node = node_from(value) if isinstance(value, dict) else value
+        if node is not None and node.node_pool:
+            self.node_pools[node.name] = node.node_pool
 
-    def on_pod_event(self, kind: str, obj: JsonObj) -> None:
+    def on_pod_event(self, kind: str, value: Pod | JsonObj) -> None:
         """Informer listener: remember deleted JobSet pods for ``attribution_window``."""
         if kind != "DELETED":
             return
-        pod = pod_from(obj, self.node_pools)
-        if pod is None:
+        pod = pod_from(value, self.node_pools) if isinstance(value, dict) else value
+        if pod is None or not pod.jobset_name:
             return
         self.departed[pod.uid] = DepartedPod(
             namespace=pod.namespace,
             jobset_name=pod.jobset_name,
             restart_attempt=pod.restart_attempt,
             node_name=pod.node_name,
-            node_pool=pod.node_pool,
+            node_pool=pod.node_pool or (self.node_pools.get(pod.node_name) if pod.node_name else None),
             gone_at=self.clock(),
             priority=pod.priority,
             disruption_reason=pod.disruption_reason,
             failed=pod.phase in (PodPhase.FAILED, PodPhase.UNKNOWN),
         )
+
+    def on_priority_classes(self, objs: Iterable[JsonObj]) -> None:
+        """Newly resolved PriorityClass values: JobSets cached before are resolved again when assembled."""
+        values = priority_class_values(o for o in objs if isinstance(o, dict))
+        if values != self.priority_values:
+            self.priority_values = values
+            self.priority_generation += 1
+
+    # ---- snapshots -----------------------------------------------------------------------------------
 
     def build(
         self,
@@ -452,22 +563,70 @@ class SnapshotBuilder:
         resource_flavors: Iterable[JsonObj] = (),
         topologies: Iterable[JsonObj] = (),
     ) -> ClusterSnapshot:
+        """A snapshot from raw objects, converted as the informers convert them."""
+        node_values = _convert_all(nodes, self.node_value, "nodes")
+        for node in node_values:
+            self.on_node_event("ADDED", node)
+        priority_classes = list(priority_classes)
+        self.on_priority_classes(priority_classes)
+        return self.assemble(
+            nodes=node_values,
+            pods=_convert_all(pods, self.pod_value, "pods"),
+            jobsets=_convert_all(jobsets, self.jobset_value, "jobsets"),
+            workloads=_convert_all(workloads, self.workload_value, "workloads"),
+            cluster_queues=cluster_queues,
+            resource_flavors=resource_flavors,
+            topologies=topologies,
+        )
+
+    def assemble(
+        self,
+        *,
+        nodes: Iterable[Node],
+        pods: Iterable[Pod],
+        jobsets: Iterable[CachedJobSet],
+        workloads: Iterable[Workload],
+        cluster_queues: Iterable[JsonObj],
+        resource_flavors: Iterable[JsonObj] = (),
+        topologies: Iterable[JsonObj] = (),
+    ) -> ClusterSnapshot:
+        """A snapshot from cached values: no object is converted again unless what it depends on changed."""
         now = self.clock()
         horizon = now - self.attribution_window
         self.departed = {uid: p for uid, p in self.departed.items() if p.gone_at >= horizon}
-        node_objs = list(nodes)
-        for obj in node_objs:
-            if isinstance(obj, dict):
-                self.on_node_event("ADDED", obj)
-        values = priority_class_values(o for o in priority_classes if isinstance(o, dict))
+        node_tuple = tuple(nodes)
+        live = {n.name for n in node_tuple}
+        pools = self.node_pools
+        # A pod converted before its node was seen learns the pool now (it matters once the node is gone).
+        pod_tuple = tuple(
+            p
+            if p.node_pool is not None or p.node_name is None or p.node_name not in pools
+            else replace(p, node_pool=pools[p.node_name])
+            for p in pods
+        )
+        self._bound_node_pools(live, pod_tuple)
+        values, generation = self.priority_values, self.priority_generation
         tas = tas_flavor_names(
             (o for o in resource_flavors if isinstance(o, dict)), (o for o in topologies if isinstance(o, dict))
         )
         return ClusterSnapshot(
-            nodes=_convert_all(node_objs, node_from, "nodes"),
-            pods=_convert_all(pods, lambda o: pod_from(o, self.node_pools), "pods"),
-            jobsets=_convert_all(jobsets, lambda o: jobset_from(o, values), "jobsets"),
-            workloads=_convert_all(workloads, workload_from, "workloads"),
+            nodes=node_tuple,
+            pods=pod_tuple,
+            jobsets=tuple(entry.resolve(values, generation) for entry in jobsets),
+            workloads=tuple(workloads),
             cluster_queues=_convert_all(cluster_queues, lambda o: cluster_queue_from(o, tas), "clusterqueues"),
             departed_pods=tuple(sorted(self.departed.values(), key=lambda p: (p.gone_at, p.namespace))),
         )
+
+    def _bound_node_pools(self, live: set[str], pods: tuple[Pod, ...]) -> None:
+        """Forget pools of deleted nodes no pod and no departed pod refers to any more: the map would otherwise
+        grow with every node name ever seen (spot, flex-start and autoscaling churn)."""
+        pools = self.node_pools
+        if len(pools) <= len(live) + NODE_POOL_SLACK:
+            return
+        keep = live | {p.node_name for p in pods if p.node_name} | {d.node_name for d in self.departed.values()}
+        self.node_pools = {name: pool for name, pool in pools.items() if name in keep}
+
+
+NODE_POOL_SLACK = 1024
+"""How many pools of deleted nodes may accumulate before the map is pruned (a pruning walks every pod)."""

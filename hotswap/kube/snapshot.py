@@ -12,6 +12,7 @@ for infra attribution), both fed by informer listeners.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -74,6 +75,12 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _key(value: Any) -> str | None:
+    """A name the planner joins on (node, pool, namespace, JobSet): interned, so the many copies decoded from JSON
+    become one object and every dict lookup on it compares by identity."""
+    return sys.intern(value) if isinstance(value, str) and value else None
+
+
 def _int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -120,7 +127,7 @@ def conditions_from(value: Any) -> tuple[Condition, ...]:
 
 def node_from(obj: JsonObj) -> Node | None:
     meta = _meta(obj)
-    name = _str(meta.get("name"))
+    name = _key(meta.get("name"))
     if name is None:
         return None
     labels = _str_map(meta.get("labels"))
@@ -142,7 +149,7 @@ def node_from(obj: JsonObj) -> Node | None:
         )
     return Node(
         name=name,
-        node_pool=labels.get(NODEPOOL_LABEL),
+        node_pool=_key(labels.get(NODEPOOL_LABEL)),
         accelerator=labels.get(ACCELERATOR_LABEL),
         topology=labels.get(TOPOLOGY_LABEL),
         machine_type=labels.get(INSTANCE_TYPE_LABEL),
@@ -182,14 +189,14 @@ def pod_from(obj: JsonObj, node_pools: Mapping[str, str] | None = None) -> Pod |
     `jobset_name`: it owns no unit but occupies its slice. Other pods (CPU work, DaemonSets) are None."""
     meta = _meta(obj)
     labels = _str_map(meta.get("labels"))
-    name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
+    name, namespace, uid = _str(meta.get("name")), _key(meta.get("namespace")), _str(meta.get("uid"))
     if name is None or namespace is None or uid is None:
         return None
     spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
-    jobset = labels.get(JOBSET_LABEL) or ""
+    jobset = _key(labels.get(JOBSET_LABEL)) or ""
     if not jobset and not uses_tpu(spec):
         return None
-    node_name = _str(spec.get("nodeName"))
+    node_name = _key(spec.get("nodeName"))
     phase = _str(status.get("phase"))
     disruption = _disruption(status)
     return Pod(
@@ -251,7 +258,7 @@ def _node_selector_strategy(
 
 def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None) -> JobSet | None:
     meta = _meta(obj)
-    name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
+    name, namespace, uid = _key(meta.get("name")), _key(meta.get("namespace")), _key(meta.get("uid"))
     if name is None or namespace is None or uid is None:
         return None
     spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
@@ -313,7 +320,7 @@ def jobset_from(obj: JsonObj, priority_classes: Mapping[str, int] | None = None)
 
 def workload_from(obj: JsonObj) -> Workload | None:
     meta = _meta(obj)
-    name, namespace, uid = _str(meta.get("name")), _str(meta.get("namespace")), _str(meta.get("uid"))
+    name, namespace, uid = _str(meta.get("name")), _key(meta.get("namespace")), _str(meta.get("uid"))
     resource_version = _str(meta.get("resourceVersion"))
     if name is None or namespace is None or uid is None or resource_version is None:
         return None
@@ -334,8 +341,8 @@ def workload_from(obj: JsonObj) -> Workload | None:
         name=name,
         uid=uid,
         resource_version=resource_version,
-        owner_jobset_uid=_str(owner.get("uid")) or _str_map(meta.get("labels")).get(KUEUE_JOB_UID_LABEL),
-        owner_jobset_name=_str(owner.get("name")),
+        owner_jobset_uid=_key(_str(owner.get("uid")) or _str_map(meta.get("labels")).get(KUEUE_JOB_UID_LABEL)),
+        owner_jobset_name=_key(owner.get("name")),
         active=spec.get("active") is not False,
         priority=_int(spec.get("priority")),
         priority_class_ref=PriorityClassRef(
@@ -492,7 +499,10 @@ class SnapshotBuilder:
     # ---- transforms (informer caches) ------------------------------------------------------------------
 
     def node_value(self, obj: JsonObj) -> Node | None:
-        return node_from(obj)
+        node = node_from(obj)
+        if node is not None and node.node_pool:
+            self.node_pools[node.name] = node.node_pool  # before the listing ends: pods listed later find it
+        return node
 
     def pod_value(self, obj: JsonObj) -> Pod | None:
         return pod_from(obj, self.node_pools)
@@ -597,10 +607,11 @@ class SnapshotBuilder:
         node_tuple = tuple(nodes)
         live = {n.name for n in node_tuple}
         pools = self.node_pools
-        # A pod converted before its node was seen learns the pool now (it matters once the node is gone).
+        # The planner takes a live node's pool from the node; a pod's own `node_pool` matters only once its node is
+        # gone. A pod converted before its node was seen learns that pool here; only such pods are copied.
         pod_tuple = tuple(
             p
-            if p.node_pool is not None or p.node_name is None or p.node_name not in pools
+            if p.node_pool is not None or p.node_name is None or p.node_name in live or p.node_name not in pools
             else replace(p, node_pool=pools[p.node_name])
             for p in pods
         )

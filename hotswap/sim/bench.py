@@ -1,4 +1,4 @@
-"""`python -m hotswap.sim bench`: standard scenarios x seeds x every policy, planner scaling, tables, JSON, PNG.
+"""`python -m hotswap.sim bench`: standard scenarios x seeds x every policy, reconciler scaling, tables, JSON, PNG.
 
 Every scenario runs under several seeds (identical event streams across policies within a seed). The
 contract figures under `scenarios.<name>.policies.<policy>` are pooled over the seeds (percentiles over all
@@ -193,7 +193,7 @@ def mttr_ratios(policies: dict[str, Any], block: str, suffix: str = "") -> dict[
 def run_scaling(passes: int, sizes: tuple[int, ...] = SCALING_SIZES, progress: bool = True) -> list[dict[str, Any]]:
     return [
         measure(n, min(passes, SCALING_PASSES_CAP.get(n, passes)))
-        for n in tqdm(sizes, desc="planner scaling", disable=not progress)
+        for n in tqdm(sizes, desc="reconciler scaling", disable=not progress)
     ]
 
 

@@ -110,3 +110,18 @@ async def test_the_event_loop_keeps_running_while_a_pass_plans(
         assert waited == [True]
     finally:
         await controller.stop_watches()
+
+
+def test_pods_listed_before_their_nodes_are_not_copied_on_every_pass() -> None:
+    """Pods and Nodes are listed concurrently; a pod converted before its node's pool was known must not cost a copy
+    per pass (16,000 copies at 4,096 slices): the planner reads a live node's pool from the node."""
+    builder = SnapshotBuilder(attribution_window=timedelta(minutes=10), clock=lambda: datetime.now(UTC))
+    early = Pod("ns", "p0", "u0", "train", node_name="n0")
+    orphan = Pod("ns", "p1", "u1", "train", node_name="n1")
+    builder.on_node_event("ADDED", Node(name="n0", node_pool="pool-0"))
+    builder.on_node_event("ADDED", Node(name="n1", node_pool="pool-1"))  # n1 is deleted since
+    snap = builder.assemble(
+        nodes=[Node(name="n0", node_pool="pool-0")], pods=[early, orphan], jobsets=[], workloads=[], cluster_queues=[]
+    )
+    assert snap.pods[0] is early
+    assert snap.pods[1].node_pool == "pool-1"  # its node is gone: the remembered pool is all there is

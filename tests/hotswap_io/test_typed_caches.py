@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from hotswap.kube import snapshot as snapshot_module
 from hotswap.kube.snapshot import CachedJobSet, SnapshotBuilder
 from hotswap.model import Node, Pod, Workload
 
-from .cluster import CLUSTER_QUEUES, JOBSETS, NS, jobset
+from .cluster import CLUSTER_QUEUES, JOBSETS, NS, jobset, tpu_node
 from .conftest import ClientFactory
 from .test_end_to_end import failed_cluster, started  # noqa: F401  (fixture)
 from .test_snapshot import with_uid
@@ -125,3 +126,18 @@ def test_pods_listed_before_their_nodes_are_not_copied_on_every_pass() -> None:
     )
     assert snap.pods[0] is early
     assert snap.pods[1].node_pool == "pool-1"  # its node is gone: the remembered pool is all there is
+
+
+def test_equal_small_values_of_different_objects_are_one_object() -> None:
+    """Thousands of hosts carry the same taints, thousands of JobSets the same shape, a slice's hosts the same times:
+    the caches keep one copy of each (smaller, and faster for the planner to walk)."""
+    builder = SnapshotBuilder(attribution_window=timedelta(minutes=10), clock=lambda: datetime.now(UTC))
+    first = tpu_node("p0-0", "p0")
+    second = copy.deepcopy(first)
+    second["metadata"]["name"] = "p0-1"
+    a, b = builder.node_value(first), builder.node_value(second)
+    assert a is not None and b is not None
+    assert a.taints is b.taints and a.ready_transition_time is b.ready_transition_time
+    x = builder.jobset_value(with_uid(jobset("x", 2, "p10"), "js-x"))
+    y = builder.jobset_value(with_uid(jobset("y", 2, "p10"), "js-y"))
+    assert x is not None and y is not None and x.jobset.replicated_jobs is y.jobset.replicated_jobs

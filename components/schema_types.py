@@ -495,9 +495,9 @@ class HotswapResources(TypedDict):
     """Container resources."""
 
     cpu: NotRequired[str]
-    """CPU request and limit."""
+    """CPU request and limit. Unset: sized from the fleet (250m per 1,024 TPU slices, limit 1 core)."""
     memory: NotRequired[str]
-    """Memory request and limit."""
+    """Memory request and limit. Unset: sized from the fleet (256Mi + 128Mi per 1,024 TPU slices)."""
 
 
 class HotswapSettings(TypedDict):

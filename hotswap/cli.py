@@ -126,8 +126,10 @@ def _load(args: argparse.Namespace) -> HotswapConfig:
 async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     api = await new_api_client(args.kubeconfig, args.context)
+    # The Lease gets a client (connection pool) of its own, as controller-runtime's leader election does.
+    lease_api = await new_api_client(args.kubeconfig, args.context)
     metrics = Metrics()
-    controller = Controller(config, api, identity=identity, metrics=metrics)
+    controller = Controller(config, api, identity=identity, metrics=metrics, lease_api=lease_api)
     server = OpsServer(
         make_app(metrics, alive=controller.alive, ready=controller.caches_ready),
         args.bind_address,
@@ -158,8 +160,9 @@ async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
     finally:
         await server.stop()
         await api.close()
-    log.info("stopped", extra={"exit_code": code})
-    return code
+        await lease_api.close()
+    log.info("stopped", extra={"exit_code": int(code)})
+    return int(code)
 
 
 async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:

@@ -1,5 +1,9 @@
 """The reconcile loop: watches feed caches; one serialised pass at a time plans and actuates, as leader only.
 
+The caches hold typed values converted when each object changes (hotswap/kube/store.py), so a pass assembles its
+snapshot without converting anything again, then plans in a worker thread: the event loop stays free for watch
+events, Lease renewals and probes during the pass.
+
 A pass is triggered by any cache change (debounced, so a burst of pod events makes one pass), at the plan's
 `next_wakeup` (a grace, stabilisation or hold deadline that no watch event marks), and by a periodic resync.
 It runs only when every cache is synced and healthy (never plan on a partial view) and only while this
@@ -16,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum
+from typing import Any
 
 from kubernetes_asyncio import client
 
@@ -24,6 +29,7 @@ from hotswap.config import HotswapConfig
 from hotswap.gctuning import collection_deferred, freeze_long_lived
 from hotswap.kube.actuator import Actuator, LeadershipLost, Outcome, Result
 from hotswap.kube.backoff import Backoff
+from hotswap.kube.client import REQUEST_TIMEOUT
 from hotswap.kube.events import EventRecorder
 from hotswap.kube.informer import Informer
 from hotswap.kube.leader import LeaderElector, LeaseSettings
@@ -40,11 +46,12 @@ from hotswap.kube.resources import (
     WORKLOADS,
     ResourceKind,
 )
-from hotswap.kube.snapshot import JsonObj, SnapshotBuilder
+from hotswap.kube.snapshot import JsonObj, SnapshotBuilder, trimmed
 from hotswap.metrics import Metrics
 from hotswap.model import ClusterSnapshot
 from hotswap.planner import plan as make_plan
 from hotswap.planner.actions import ClearOp, EventReason, Plan, ReleaseVictim
+from hotswap.planner.backstop import backstop_plan
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +104,7 @@ class Controller:
         dry_run: bool | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         watch_timeout_seconds: int = 300,
+        lease_api: client.ApiClient | None = None,
     ) -> None:
         self.config = config
         self.identity = identity
@@ -116,7 +124,19 @@ class Controller:
         self.next_wakeup: datetime | None = None
         """When the last plan asked for its next pass (None: only events and the resync)."""
         self.recovery = RecoveryTracker()
-        self.builder = SnapshotBuilder(attribution_window=config.attribution_window, clock=clock)
+        self.builder = SnapshotBuilder(
+            attribution_window=config.attribution_window, clock=clock, namespaces=frozenset(config.namespaces)
+        )
+        # One cluster-wide watch per kind, whatever `namespaces` says (filtered here, not by the server): the
+        # connection count stays fixed (8 watches) instead of growing with the namespaces, and every pod using
+        # TPU chips is seen wherever it runs. Nodes, pods, JobSets and Workloads are cached as typed values
+        # (only the fields the reconciler reads), the few small kinds as raw objects without managedFields.
+        transforms: dict[str, Callable[[JsonObj], object]] = {
+            NODES.name: self.builder.node_value,
+            PODS.name: self.builder.pod_value,
+            JOBSETS.name: self.builder.jobset_value,
+            WORKLOADS.name: self.builder.workload_value,
+        }
         self.informers: dict[str, list[Informer]] = {}
         for watched in WATCHED:
             # JobSets outside the configured selector are invisible: never preemptors or victims; their pods
@@ -130,23 +150,27 @@ class Controller:
                 Informer(
                     api,
                     kind,
-                    namespace=namespace,
                     on_change=self._on_change,
                     metrics=self.metrics,
                     watch_timeout_seconds=watch_timeout_seconds,
+                    transform=transforms.get(kind.name, trimmed),
                 )
-                for namespace in self._namespaces(kind)
             ]
         for informer in self.informers[NODES.name]:
             informer.listeners.append(self.builder.on_node_event)
         for informer in self.informers[PODS.name]:
             informer.listeners.append(self.builder.on_pod_event)
+        for informer in self.informers[PRIORITY_CLASSES.name]:
+            informer.listeners.append(
+                lambda _kind, _obj: self.builder.on_priority_classes(self._objects(PRIORITY_CLASSES))
+            )
         lease = config.leader_election
         self.elector: LeaderElector | None = None
         # A dry run writes nothing, not even the Lease: it must never keep the real leader out.
         if lease.enabled and not self.dry_run:
             self.elector = LeaderElector(
-                api,
+                # Its own client (connection pool) when given: renewals never queue behind watches or writes.
+                lease_api or api,
                 LeaseSettings(
                     name=lease.lease_name,
                     namespace=lease.lease_namespace,
@@ -167,19 +191,27 @@ class Controller:
             is_leader=self.may_write,
             dry_run=self.dry_run,
             fast_fail_enabled=config.fast_fail.enabled,
+            write_timeout=self.write_timeout,
         )
-
-    def _namespaces(self, kind: ResourceKind) -> list[str | None]:
-        # Workloads are watched everywhere: one held in a namespace since dropped from `namespaces` must still
-        # be seen to be released (whatever the reconciler holds, it can give back).
-        if kind.namespaced and self.config.namespaces and kind != WORKLOADS:
-            return list(self.config.namespaces)
-        return [None]
 
     # ---- health --------------------------------------------------------------------------------------
 
     def caches_ready(self) -> bool:
         return all(i.synced and i.healthy for group in self.informers.values() for i in group)
+
+    def workloads_ready(self) -> bool:
+        """The Workload cache alone is synced and healthy: enough to release what is held (backstop pass)."""
+        return all(i.synced and i.healthy for i in self.informers[WORKLOADS.name])
+
+    def write_timeout(self) -> float:
+        """Deadline of the next write: it must land while this replica still holds the Lease.
+
+        A write sent just before the renew deadline with the ordinary request timeout could land seconds after a
+        standby took over; bounded by the time left before `renewDeadline`, it lands (or is abandoned by this
+        client) before any standby can acquire, which takes at least `leaseDuration` after the last renewal."""
+        if self.elector is None:
+            return REQUEST_TIMEOUT
+        return min(REQUEST_TIMEOUT, self.elector.time_left())
 
     def is_leader(self) -> bool:
         return self.elector.is_leader() if self.elector is not None else True
@@ -196,6 +228,9 @@ class Controller:
     @property
     def passes(self) -> int:
         return self._passes
+
+    def _on_priority_class(self, _event: str, _value: object) -> None:
+        self.builder.on_priority_classes(self._objects(PRIORITY_CLASSES))
 
     def _on_change(self, _kind: str) -> None:
         self._trigger.set()
@@ -243,7 +278,11 @@ class Controller:
                     continue
                 was_leader = True
                 if not self.caches_ready():
-                    log.info("caches not synced and healthy yet; skipping pass")
+                    if self.workloads_ready():
+                        log.info("caches not synced and healthy; releasing only what maxHold or users release")
+                        await self.backstop_once()
+                    else:
+                        log.info("caches not synced and healthy yet; skipping pass")
                     continue
                 if not self._heap_frozen:
                     # The synced caches are the bulk of the heap: no later full collection should walk them.
@@ -266,20 +305,38 @@ class Controller:
                 await self.elector.release()
             await self.stop_watches()
 
-    def snapshot(self) -> ClusterSnapshot:
-        def objects(kind: ResourceKind) -> list[JsonObj]:
-            return [obj for informer in self.informers[kind.name] for obj in informer.cache.values()]
+    def _objects(self, kind: ResourceKind) -> list[Any]:
+        return [value for informer in self.informers[kind.name] for value in informer.cache.values()]
 
-        return self.builder.build(
-            nodes=objects(NODES),
-            pods=objects(PODS),
-            jobsets=objects(JOBSETS),
-            workloads=objects(WORKLOADS),
-            cluster_queues=objects(CLUSTER_QUEUES),
-            priority_classes=objects(PRIORITY_CLASSES),
-            resource_flavors=objects(RESOURCE_FLAVORS),
-            topologies=objects(TOPOLOGIES),
+    def snapshot(self) -> ClusterSnapshot:
+        """Assembled from the typed caches: only objects changed since they were cached were converted."""
+        return self.builder.assemble(
+            nodes=self._objects(NODES),
+            pods=self._objects(PODS),
+            jobsets=self._objects(JOBSETS),
+            workloads=self._objects(WORKLOADS),
+            cluster_queues=self._objects(CLUSTER_QUEUES),
+            resource_flavors=self._objects(RESOURCE_FLAVORS),
+            topologies=self._objects(TOPOLOGIES),
         )
+
+    async def backstop_once(self) -> list[Outcome]:
+        """A release-only pass from the Workload cache (maxHold, external reactivation): see planner/backstop."""
+        plan = backstop_plan(self._objects(WORKLOADS), self._clock(), self.config)
+        self._schedule_wakeup(plan)
+        if not plan.actions:
+            return []
+        try:
+            outcomes = await self.actuator.execute(plan)
+        except LeadershipLost:
+            return []
+        for outcome in outcomes:
+            if outcome.result is Result.APPLIED and isinstance(outcome.action, ReleaseVictim):
+                log.warning(
+                    "released a held workload while other caches were unavailable",
+                    extra={"op_id": outcome.action.op_id},
+                )
+        return outcomes
 
     async def reconcile_once(self) -> list[Outcome]:
         """One pass: snapshot, plan, actuate, account."""
@@ -287,9 +344,12 @@ class Controller:
         result = "ok"
         try:
             with collection_deferred():  # no full GC inside snapshot + plan (hotswap/gctuning.py)
+                # Assembled here, on the loop that owns the caches (a few ms of tuple building); planned in a
+                # worker thread on that immutable snapshot, so the loop keeps draining watches, renewing the Lease
+                # and answering probes while a large fleet is planned.
                 snapshot = self.snapshot()
                 now = self._clock()
-                plan = make_plan(snapshot, now, self.config)
+                plan = await asyncio.to_thread(make_plan, snapshot, now, self.config)
             # What the snapshot leaves out is a fact about the cluster, exported in dry-run too.
             self.metrics.excluded.clear()
             for reason, count, _examples in plan.diagnostics.exclusions:

@@ -146,13 +146,14 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Pod:
-    """A pod carrying JobSet labels (`jobset.sigs.k8s.io/*`). Other pods are ignored by the planner."""
+    """A pod carrying JobSet labels (`jobset.sigs.k8s.io/*`), or any other pod using TPU chips (`jobset_name` empty):
+    those occupy their slice but belong to no JobSet. Pods using no TPU chips are not in the snapshot."""
 
     namespace: str
     name: str
     uid: str
     jobset_name: str
-    """Label `jobset.sigs.k8s.io/jobset-name`; the JobSet is in the pod's namespace."""
+    """Label `jobset.sigs.k8s.io/jobset-name`; the JobSet is in the pod's namespace. Empty: no JobSet's pod."""
     replicated_job_name: str = ""
     """Label `jobset.sigs.k8s.io/replicatedjob-name`."""
     job_index: int = 0

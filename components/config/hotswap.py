@@ -21,8 +21,16 @@ DERIVED_SETTINGS = {
 
 
 class HotswapResources(ConfigModel):
-    cpu: str = Field(default="250m", pattern=r"^[0-9]+(\.[0-9]+)?m?$", description="CPU request and limit.")
-    memory: str = Field(default="512Mi", pattern=r"^[0-9]+(Mi|Gi)$", description="Memory request and limit.")
+    cpu: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+(\.[0-9]+)?m?$",
+        description="CPU request and limit. Unset: sized from the fleet (250m per 1,024 TPU slices, limit 1 core).",
+    )
+    memory: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+(Mi|Gi)$",
+        description="Memory request and limit. Unset: sized from the fleet (256Mi + 128Mi per 1,024 TPU slices).",
+    )
 
 
 class HotswapSettings(ConfigModel):

@@ -9,6 +9,7 @@ import yaml
 from components.cluster.node_pools import system_node_selector
 from components.config import PlatformConfig
 from components.priorities import controller_priority_class
+from components.reconciler.sizing import reconciler_resources
 from hotswap.config import HotswapConfig
 
 APP = "hotswap-reconciler"
@@ -209,10 +210,7 @@ def deployment(config: PlatformConfig, image: Any, config_hash: str, pinned: boo
             "failureThreshold": 3,
         },
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}, "periodSeconds": 10},
-        "resources": {
-            "requests": {"cpu": hs.resources.cpu, "memory": hs.resources.memory},
-            "limits": {"cpu": hs.resources.cpu, "memory": hs.resources.memory},
-        },
+        "resources": reconciler_resources(config),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -52,6 +53,12 @@ from hotswap.planner.actions import (
 JsonObj = dict[str, Any]
 
 log = logging.getLogger(__name__)
+
+MIN_WRITE_TIMEOUT = 0.5
+"""Less time than this left on the lease: the write is not sent at all (it could not complete in time)."""
+DISRUPTION_TARGET = "DisruptionTarget"
+FAST_FAIL_REASON = "HotswapFastFail"
+"""Reason of a fast-failed pod's phase and of its DisruptionTarget condition (PodGC's is `DeletionByPodGC`)."""
 
 
 class LeadershipLost(Exception):
@@ -234,7 +241,9 @@ class Actuator:
         dry_run: bool = False,
         fast_fail_enabled: bool = False,
         max_attempts: int = 3,
+        write_timeout: Callable[[], float] = lambda: REQUEST_TIMEOUT,
     ) -> None:
+        self._api = api
         self._custom = client.CustomObjectsApi(api)
         self._core = client.CoreV1Api(api)
         self._checks = WorkloadChecks(keys)
@@ -245,6 +254,7 @@ class Actuator:
         self._dry_run = dry_run
         self._fast_fail_enabled = fast_fail_enabled
         self._max_attempts = max_attempts
+        self._write_timeout = write_timeout
 
     async def execute(self, plan: Plan) -> list[Outcome]:
         """Execute ``plan``; raises :class:`LeadershipLost` as soon as a write would be unfenced.
@@ -291,13 +301,17 @@ class Actuator:
             return await self._patch_workload(action, action.workload, *self._checks.clear_op(action))
         return await self._fast_fail(action)
 
-    async def _fence(self) -> None:
-        """Leadership is checked before and after waiting for a token: the wait can outlast a lease."""
+    async def _fence(self) -> float:
+        """Leadership is checked before and after waiting for a token: the wait can outlast a lease.
+
+        Returns the write's deadline: the time left on the lease, at most the ordinary request timeout."""
         if not self._is_leader():
             raise LeadershipLost()
         await self._limiter.acquire()
-        if not self._is_leader():
+        timeout = self._write_timeout()
+        if not self._is_leader() or timeout < MIN_WRITE_TIMEOUT:
             raise LeadershipLost()
+        return timeout
 
     async def _get_workload(self, ref: ObjectRef) -> JsonObj:
         obj = await self._custom.get_namespaced_custom_object(
@@ -325,9 +339,9 @@ class Actuator:
                 body, resource_version = verdict, current["metadata"]["resourceVersion"]
             for attempt in range(1, self._max_attempts + 1):
                 patch = body | {"metadata": body.get("metadata", {}) | {"resourceVersion": resource_version}}
-                await self._fence()
+                timeout = await self._fence()
                 try:
-                    await merge_patch(self._custom, WORKLOADS, ref.namespace, ref.name, patch, REQUEST_TIMEOUT)
+                    await merge_patch(self._custom, WORKLOADS, ref.namespace, ref.name, patch, timeout)
                     return Outcome(action, Result.APPLIED, f"attempt {attempt}")
                 except ApiException as exc:
                     if exc.status != 409:
@@ -368,7 +382,8 @@ class Actuator:
             if current.spec.node_name != action.node_name:
                 return Outcome(action, Result.ABANDONED, "pod is not on the unreachable node")
             if current.status is None or current.status.phase not in ("Failed", "Succeeded"):
-                await self._fence()
+                message = f"node {action.node_name} unreachable; failed by hotswap (op {action.op_id})"
+                timeout = await self._fence()
                 await self._core.patch_namespaced_pod_status(
                     ref.name,
                     ref.namespace,
@@ -376,20 +391,21 @@ class Actuator:
                         "metadata": {"resourceVersion": current.metadata.resource_version},
                         "status": {
                             "phase": "Failed",
-                            "reason": "HotswapFastFail",
-                            "message": f"node {action.node_name} unreachable; failed by hotswap (op {action.op_id})",
+                            "reason": FAST_FAIL_REASON,
+                            "message": message,
+                            "conditions": self._with_disruption_target(current, message),
                         },
                     },
                     _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
-                    _request_timeout=REQUEST_TIMEOUT,
+                    _request_timeout=timeout,
                 )
-            await self._fence()
+            timeout = await self._fence()
             await self._core.delete_namespaced_pod(
                 ref.name,
                 ref.namespace,
                 grace_period_seconds=0,
                 body=client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=ref.uid)),
-                _request_timeout=REQUEST_TIMEOUT,
+                _request_timeout=timeout,
             )
             return Outcome(action, Result.APPLIED)
         except ApiException as exc:
@@ -400,6 +416,29 @@ class Actuator:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self._metrics.api_error("fast_fail_pod", None)
             return Outcome(action, Result.FAILED, f"{type(exc).__name__}: {exc}"[:300])
+
+    def _with_disruption_target(self, pod: client.V1Pod, message: str) -> list[JsonObj]:
+        """The pod's conditions plus `DisruptionTarget=True`, as the pod garbage collector sets it.
+
+        Without it the Job's pod failure policy (`FailJob onPodConditions DisruptionTarget`) does not match, the
+        Job fails with `BackoffLimitExceeded` instead of `PodFailurePolicy`, the JobSet's infrastructure rule
+        does not apply and each fast-fail counts against `maxRestarts`. The whole list is sent (a merge patch
+        replaces lists) under the read resourceVersion, so no condition written meanwhile is lost.
+        """
+        existing = (pod.status.conditions if pod.status is not None else None) or []
+        kept = [
+            self._api.sanitize_for_serialization(c) for c in existing if getattr(c, "type", None) != DISRUPTION_TARGET
+        ]
+        return [
+            *kept,
+            {
+                "type": DISRUPTION_TARGET,
+                "status": "True",
+                "reason": FAST_FAIL_REASON,
+                "message": message,
+                "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+        ]
 
     @staticmethod
     def _log(outcome: Outcome) -> None:

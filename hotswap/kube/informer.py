@@ -5,9 +5,13 @@ then watch from that version with bookmarks; on a clean end of the stream re-wat
 version; on 410 Gone (the version was compacted) re-list; on any other failure (5xx, 429, 403,
 timeouts, refused connections, malformed responses) wait with jittered exponential backoff and resume.
 
-The cache holds raw JSON dicts (the API's own shape) keyed by ``namespace/name``; consumers treat them as
-read-only. Raw dicts rather than typed models: converting thousands of pods per event into generated
-models is slow, and the snapshot layer must tolerate malformed objects anyway.
+The cache (:mod:`hotswap.kube.store`) holds, per ``namespace/name``, the raw JSON dict or, given a
+``transform``, only what the reconciler reads of it; each page of a list is converted as it arrives, so the raw
+objects of a whole list never exist at once. Consumers treat cached values as read-only.
+
+Watches are spread out rather than reconnecting in lockstep: each watch asks for a server timeout drawn between
+``watch_timeout_seconds`` and twice that (client-go's 5-10 min), and a 429 or 5xx waits at least the server's
+``Retry-After``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -24,11 +29,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from hotswap.kube.backoff import Backoff
 from hotswap.kube.resources import ResourceKind, list_function
+from hotswap.kube.store import Listener, Store, object_key
 from hotswap.metrics import Metrics
 
 JsonObj = dict[str, Any]
-# (event type "ADDED" | "MODIFIED" | "DELETED", new or last-known object)
-Listener = Callable[[str, JsonObj], None]
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +44,6 @@ PAGE_SIZE = 500
 
 class WatchExpired(Exception):
     """The watch's resourceVersion is gone (HTTP 410): the cache must re-list."""
-
-
-def object_key(obj: JsonObj) -> str | None:
-    """``namespace/name`` (or ``name`` for cluster-scoped objects); None if the object has no name."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        return None
-    namespace = meta.get("namespace")
-    return f"{namespace}/{meta['name']}" if isinstance(namespace, str) and namespace else meta["name"]
 
 
 def _resource_version(obj: JsonObj) -> str | None:
@@ -85,15 +80,17 @@ class Informer:
         backoff: Backoff | None = None,
         page_size: int = PAGE_SIZE,
         list_timeout: float = LIST_TIMEOUT,
+        transform: Callable[[JsonObj], Any] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.kind = kind
         self.namespace = namespace
-        self.cache: dict[str, JsonObj] = {}
+        self.store: Store[Any] = Store(f"{kind.name}/{namespace}" if namespace else kind.name, transform)
         self.resource_version: str | None = None
         self.synced = False
         self.healthy = False
         self.relists = 0
-        self.listeners: list[Listener] = []
+        self._rng = rng or random.Random()
         self._list = list_function(api, kind, namespace)
         self._on_change = on_change
         self._metrics = metrics
@@ -102,6 +99,15 @@ class Informer:
         self._page_size = page_size
         self._list_timeout = list_timeout
         self._synced_event = asyncio.Event()
+
+    @property
+    def cache(self) -> dict[str, Any]:
+        """``namespace/name`` -> cached value (the raw object, or its transform)."""
+        return self.store.items
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return self.store.listeners
 
     @property
     def name(self) -> str:
@@ -141,7 +147,7 @@ class Informer:
                     need_list = True
                     await asyncio.sleep(ABSENT_RETRY)
                     continue
-                delay = self._backoff.next_delay()
+                delay = max(self._backoff.next_delay(), retry_after(exc))
                 log.warning(
                     "watch failed, retrying",
                     extra={"resource": self.name, "error": _describe(exc), "retry_in_s": round(delay, 3)},
@@ -151,7 +157,7 @@ class Informer:
     # ---- list --------------------------------------------------------------------------------------
 
     async def _relist(self) -> None:
-        items: list[JsonObj] = []
+        fresh: dict[str, Any] = {}
         token: str | None = None
         list_rv = ""
         while True:
@@ -160,33 +166,27 @@ class Informer:
                 kwargs["_continue"] = token
             page = await self._call_json(**kwargs)
             page_items = page.get("items")
-            items.extend(i for i in (page_items if isinstance(page_items, list) else []) if isinstance(i, dict))
+            # Converted page by page: only one page of raw objects is alive at a time.
+            for item in page_items if isinstance(page_items, list) else []:
+                if not isinstance(item, dict):
+                    continue
+                key = object_key(item)
+                if key is None:
+                    log.warning("ignoring listed object without a name", extra={"resource": self.name})
+                    continue
+                value = self.store.convert(item)
+                if value is not None:
+                    fresh[key] = value
             meta = page.get("metadata")
             meta = meta if isinstance(meta, dict) else {}
             list_rv = str(meta.get("resourceVersion") or list_rv)
             token = meta.get("continue") or None
+            del page, page_items
             if not token:
                 break
-        fresh: dict[str, JsonObj] = {}
-        for item in items:
-            key = object_key(item)
-            if key is None:
-                log.warning("ignoring listed object without a name", extra={"resource": self.name})
-                continue
-            fresh[key] = item
-        old = self.cache
-        self.cache = fresh
+        self.store.replace(fresh)
         self.resource_version = list_rv or None
         self.relists += 1
-        for key, obj in old.items():
-            if key not in fresh:
-                self._notify("DELETED", obj)
-        for key, obj in fresh.items():
-            previous = old.get(key)
-            if previous is None:
-                self._notify("ADDED", obj)
-            elif _resource_version(previous) != _resource_version(obj):
-                self._notify("MODIFIED", obj)
         self.synced = True
         self._synced_event.set()
         self._set_healthy(True)
@@ -197,7 +197,7 @@ class Informer:
         response = await self._list(label_selector=self.kind.label_selector, _preload_content=False, **kwargs)
         try:
             if response.status >= 300:
-                raise ApiException(status=response.status, reason=(await response.text())[:500])
+                raise api_exception(response.status, (await response.text())[:500], response.headers)
             body = await response.json(content_type=None)
         finally:
             response.release()
@@ -207,14 +207,19 @@ class Informer:
 
     # ---- watch -------------------------------------------------------------------------------------
 
+    def watch_timeout(self) -> int:
+        """This watch's server-side timeout: uniform in [t, 2t] so watches do not all reconnect together."""
+        return int(self._rng.uniform(self._watch_timeout, 2 * self._watch_timeout))
+
     async def _watch_once(self) -> None:
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, connect=10, sock_read=self._watch_timeout + 30)
+        server_timeout = self.watch_timeout()
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, connect=10, sock_read=server_timeout + 30)
         response = await self._list(
             label_selector=self.kind.label_selector,
             watch=True,
             allow_watch_bookmarks=True,
             resource_version=self.resource_version,
-            timeout_seconds=self._watch_timeout,
+            timeout_seconds=server_timeout,
             _preload_content=False,
             _request_timeout=timeout,
         )
@@ -222,7 +227,7 @@ class Informer:
             if response.status == 410:
                 raise WatchExpired()
             if response.status >= 300:
-                raise ApiException(status=response.status, reason=(await response.text())[:500])
+                raise api_exception(response.status, (await response.text())[:500], response.headers)
             self._set_healthy(True)
             self._backoff.reset()
             async for line in _json_lines(response):
@@ -259,13 +264,8 @@ class Informer:
             return
         if rv:
             self.resource_version = rv
-        if kind == "DELETED":
-            self.cache.pop(key, None)
-            self._notify("DELETED", obj)
-        else:
-            self.cache[key] = obj
-            self._notify(kind, obj)
-        self._changed()
+        if self.store.apply(kind, key, obj):
+            self._changed()
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -275,21 +275,12 @@ class Informer:
             "optional resource unavailable; treating it as empty",
             extra={"resource": self.name, "status": status},
         )
-        for obj in self.cache.values():
-            self._notify("DELETED", obj)
-        self.cache = {}
+        self.store.clear()
         self.resource_version = None
         self.synced = True
         self._synced_event.set()
         self._set_healthy(True)
         self._changed()
-
-    def _notify(self, kind: str, obj: JsonObj) -> None:
-        for listener in self.listeners:
-            try:
-                listener(kind, obj)
-            except Exception:  # a listener bug must not kill the watch
-                log.exception("cache listener failed", extra={"resource": self.name})
 
     def _changed(self) -> None:
         if self._on_change is not None:
@@ -303,6 +294,23 @@ class Informer:
     def _count_restart(self, cause: str) -> None:
         if self._metrics is not None:
             self._metrics.watch_restarts.labels(resource=self.name, cause=cause).inc()
+
+
+def api_exception(status: int, reason: str, headers: Any) -> ApiException:
+    """An ApiException that keeps the response headers (``Retry-After``)."""
+    exc = ApiException(status=status, reason=reason)
+    exc.headers = headers
+    return exc
+
+
+def retry_after(exc: BaseException, cap: float = 600.0) -> float:
+    """Seconds the server asked us to wait (``Retry-After`` on a 429 or 5xx, in seconds), else 0."""
+    headers = getattr(exc, "headers", None)
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        return min(cap, max(0.0, float(value))) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0  # an HTTP date: rare from the apiserver (it sends seconds); the backoff applies
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,8 +8,11 @@ with our wall clock, so clock skew between nodes cannot make two leaders.
 
 The leader is *fenced*: :meth:`LeaderElector.is_leader` turns False as soon as the last successful renewal
 is older than ``renew_deadline`` (< lease duration), even before the renew loop notices, and the
-actuator checks it right before every write. When leadership is lost the ``on_lost`` callback fires and
-the process is expected to exit (the Deployment restarts it as a fresh candidate).
+actuator checks it right before every write and gives the write a client deadline of at most
+:meth:`LeaderElector.time_left`, so no write of this replica is still in flight on its side once a standby can
+acquire (at least ``lease_duration`` after the last renewal). What the apiserver does with a request whose client
+gave up is beyond any client: this is the usual no-fencing-token limit. When leadership is lost the ``on_lost``
+callback fires and the process is expected to exit (the Deployment restarts it as a fresh candidate).
 """
 
 from __future__ import annotations
@@ -101,6 +104,12 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """True only while the lease is held AND was renewed within ``renew_deadline`` (write fence)."""
         return self._leader and self._clock() - self._renewed_at < self.settings.renew_deadline
+
+    def time_left(self) -> float:
+        """Seconds until the fence closes (``renew_deadline`` after the last renewal); 0 when not leader."""
+        if not self._leader:
+            return 0.0
+        return max(0.0, self.settings.renew_deadline - (self._clock() - self._renewed_at))
 
     async def wait_leader(self) -> None:
         await self._acquired.wait()

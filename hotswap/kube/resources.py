@@ -9,7 +9,6 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The generated `patch_*` functions pick `application/json-patch+json` for any body: every patch says what it is.
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -34,8 +33,9 @@ class ResourceKind:
 
 
 NODES = ResourceKind("nodes", "", "v1", "nodes", namespaced=False)
-# JobSet pods only: every pod the JobSet controller creates carries the jobset-name label.
-PODS = ResourceKind("pods", "", "v1", "pods", namespaced=True, label_selector=JOBSET_NAME_LABEL)
+# Every pod: JobSet pods (the jobset-name label) and any other pod using TPU chips occupy slices; no server-side
+# selector can say "requests google.com/tpu", so the pod cache keeps only those (hotswap/kube/snapshot.py pod_from).
+PODS = ResourceKind("pods", "", "v1", "pods", namespaced=True)
 JOBSETS = ResourceKind("jobsets", "jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True)
 WORKLOADS = ResourceKind("workloads", "kueue.x-k8s.io", "v1beta2", "workloads", namespaced=True)
 CLUSTER_QUEUES = ResourceKind("clusterqueues", "kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)

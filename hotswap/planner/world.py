@@ -494,8 +494,9 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             exposed.add(owner)
         if pool is None or pod.phase in _TERMINAL:
             continue
-        # Pods of JobSets outside our view still occupy the slice: a token that is never a victim.
-        occupant = owner.uid if owner is not None else f"foreign:{pod_namespace}/{pod.jobset_name}"
+        # Pods of JobSets outside our view, and TPU pods of no JobSet (a `batch/v1` Job's, a bare pod: empty
+        # jobset_name), still occupy the slice: a token that is never a victim.
+        occupant = owner.uid if owner is not None else f"foreign:{pod_namespace}/{pod.jobset_name or pod.name}"
         there = occupants.get(pool)
         if there is None:
             occupants[pool] = {occupant}

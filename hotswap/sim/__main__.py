@@ -65,12 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         help="job class NAME:PRIORITY:SLICES:POPULATION:MEAN_HOURS (repeatable; default: S1 mix)",
     )
     run.add_argument("--json", action="store_true", help="print the JSON summaries instead of a table")
-    b = sub.add_parser("bench", help="standard scenarios + planner scaling -> hotswap.json, mttr.png")
+    b = sub.add_parser("bench", help="standard scenarios + reconciler scaling -> hotswap.json, mttr.png")
     b.add_argument("--out", type=Path, default=Path("build/bench"))
     b.add_argument("--seed", type=int, default=DEFAULT_SEED)
     b.add_argument("--scale", type=float, default=1.0, help="multiply every scenario horizon")
     b.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, cpus))")
-    b.add_argument("--passes", type=int, default=200, help="planner passes per scaling point (p99 needs ~100+)")
+    b.add_argument("--passes", type=int, default=200, help="reconciler passes per scaling point (p99 needs ~100+)")
     b.add_argument(
         "--seeds",
         type=int,
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes",
         type=_sizes,
         default=SCALING_SIZES,
-        help="planner scaling fleet sizes in slices, comma-separated (default: "
+        help="reconciler scaling fleet sizes in slices, comma-separated (default: "
         + ",".join(map(str, SCALING_SIZES))
         + "; the largest builds a 65,536-JobSet snapshot)",
     )

@@ -235,16 +235,33 @@ def fleet_markdown(fleet: Mapping[str, Any]) -> str:
 
 
 def scaling_markdown(rows: Iterable[Mapping[str, Any]]) -> str:
-    head = ("slices", "JobSets", "passes", "wall p50 ms", "wall p99 ms", "CPU p50 ms", "CPU p99 ms", "peak MB")
+    """One row per fleet size: a whole pass (raw watch events in, plan out), `plan()` alone, the initial list, and
+    the reconciler process's peak resident memory."""
+    head = (
+        "slices",
+        "JobSets",
+        "pods",
+        "passes",
+        "pass p50 ms",
+        "pass p99 ms",
+        "CPU p50 ms",
+        "CPU p99 ms",
+        "plan() p99 ms",
+        "list s",
+        "peak MiB",
+    )
     body = [
         [
             _num(r["slices"]),
             _num(r["jobsets"]),
+            _num(r["pods"]),
             _num(r["passes"]),
             _num(r["p50_ms"], 1),
             _num(r["p99_ms"], 1),
             _num(r.get("cpu_p50_ms"), 1),
             _num(r.get("cpu_p99_ms"), 1),
+            _num(r.get("plan_p99_ms"), 1),
+            _num(r.get("list_s"), 1),
             _num(r["peak_mb"], 1),
         ]
         for r in rows
@@ -268,6 +285,6 @@ def markdown(report: Mapping[str, Any]) -> str:
     ]
     if "fleet" in report:
         parts.append(f"### Fleet: {report['fleet']['scenario']}\n\n" + fleet_markdown(report["fleet"]))
-    parts.append("### Planner scaling\n\n" + scaling_markdown(report["planner_scaling"]))
+    parts.append("### Reconciler scaling\n\n" + scaling_markdown(report["planner_scaling"]))
     parts.append("### Targets\n\n" + targets_markdown(report["targets"]))
     return "\n\n".join(parts) + "\n"

@@ -1,22 +1,31 @@
-"""Planner scaling: time per `plan()` pass and peak memory at growing fleet sizes (4 JobSets per slice).
+"""Reconciler scaling: what the process does per pass, from raw API objects to a plan, and its peak memory.
 
-The snapshots come from the simulator itself (a saturated fleet, then a few failed slices past
-unhealthyGrace), so the planner sees disrupted preemptors, victims and queued work as in production.
+The fleet comes from the simulator itself (a saturated fleet, then a few failed slices past unhealthyGrace), so the
+planner sees disrupted preemptors, victims and queued work as in production. Its objects are written out as the
+API server would send them (hotswap/sim/raw.py: LIST pages of ~9 KB pods, ~10 KB JobSets...), and a fresh Python
+process (hotswap/sim/passbench.py) does what the reconciler does with them: converts every listed object into its
+caches (hotswap/kube/store.py), then, pass after pass, applies a burst of watch events (raw JSON, as the watch
+delivers it), assembles the snapshot and plans. Measured there, apart from the simulator: the time of each pass
+(events in, plan out), the time of `plan()` alone, the time of the initial list, and the process's peak resident
+memory (ru_maxrss: interpreter, the client libraries the reconciler imports, caches, a pass).
 """
 
 from __future__ import annotations
 
-import gc
-import time
-import tracemalloc
+import json
+import subprocess
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from hotswap.gctuning import collection_deferred, freeze_long_lived
-from hotswap.planner import plan
-from hotswap.sim.metrics import percentile
+from hotswap.config import HotswapConfig
+from hotswap.model import ClusterSnapshot
 from hotswap.sim.params import FailureKind, Failures, Fleet, JobClass, Scenario
 from hotswap.sim.policies.none import NonePolicy
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
+from hotswap.sim.raw import pages
 from hotswap.sim.simulator import Simulator
 from hotswap.sim.snapshot import at
 
@@ -39,7 +48,8 @@ def scaling_scenario(slices: int, seed: int) -> Scenario:
     )
 
 
-def measure(slices: int, passes: int, seed: int = 7) -> dict[str, Any]:
+def fleet_snapshot(slices: int, seed: int = 7) -> tuple[ClusterSnapshot, datetime, HotswapConfig]:
+    """A saturated fleet of `slices` with a few slices failed a minute ago: the snapshot, its instant, the config."""
     sim = Simulator(scaling_scenario(slices, seed), NonePolicy())
     sim.track_departures = True  # the I/O layer's memory of vanished pods (infra attribution)
     sim.run()  # one hour: the fleet fills up
@@ -49,43 +59,49 @@ def measure(slices: int, passes: int, seed: int = 7) -> dict[str, Any]:
     sim.loop.run(sim.now + 60.0)
     reconciler = ReconcilerPolicy()
     reconciler.attach(sim)
-    snapshot = reconciler.snapshot()
-    now = at(sim.now)
-    times, cpu_ms, collect_ms = [], [], []
-    # As the controller does (hotswap/gctuning.py): the heap that exists once the caches are synced (here: the
-    # simulator and the snapshot) is frozen, and each pass runs with collection deferred to its end. The time
-    # of a pass includes that young-generation collection.
-    freeze_long_lived()
-    full_before = gc.get_stats()[2]["collections"]
-    try:
-        for _ in range(passes):
-            started, cpu_started = time.perf_counter(), time.process_time()
-            with collection_deferred() as deferred:
-                result = plan(snapshot, now, reconciler.config)
-            times.append((time.perf_counter() - started) * 1000.0)
-            # CPU time as well: on a shared machine the wall time mostly measures the other processes.
-            cpu_ms.append((time.process_time() - cpu_started) * 1000.0)
-            collect_ms.append(deferred.collect_ms)
-        # Full collections would walk the whole unfrozen heap, so they are reported with the times.
-        full_collections = gc.get_stats()[2]["collections"] - full_before
-    finally:
-        gc.unfreeze()
-    tracemalloc.start()
-    plan(snapshot, now, reconciler.config)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    return reconciler.snapshot(), at(sim.now), reconciler.config
+
+
+def churn_events(slices: int) -> int:
+    """Watch events applied before each measured pass: pod and Workload updates, one per 64 slices (64 at 4,096).
+
+    A quiet fleet sends few (kubelets renew Leases, not Nodes; running pods and admitted Workloads rarely change),
+    a failure sends a burst; the rows report the cost of one event (`event_us`) so other rates can be worked out."""
+    return max(8, slices // 64)
+
+
+def measure(slices: int, passes: int, seed: int = 7) -> dict[str, Any]:
+    snapshot, now, _config = fleet_snapshot(slices, seed)
+    failed = max(4, slices // 32)
+    with tempfile.TemporaryDirectory(prefix="hotswap-scaling-") as tmp:
+        listing = Path(tmp) / "objects.jsonl"
+        raw_bytes = 0
+        with listing.open("wb") as out:
+            for page in pages(snapshot):
+                raw_bytes += len(page)
+                out.write(page)
+        jobsets, pods, nodes = len(snapshot.jobsets), len(snapshot.pods), len(snapshot.nodes)
+        del snapshot  # the child reads the objects back; nothing of the simulator is in its memory
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hotswap.sim.passbench",
+                str(listing),
+                now.isoformat(),
+                str(passes),
+                str(churn_events(slices)),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    row: dict[str, Any] = json.loads(proc.stdout)
     return {
         "slices": slices,
-        "jobsets": len(snapshot.jobsets),
-        "pods": len(snapshot.pods),
+        "jobsets": jobsets,
+        "pods": pods,
+        "nodes": nodes,
         "failed_slices": failed,
-        "passes": passes,
-        "p50_ms": round(percentile(times, 50), 3),
-        "p99_ms": round(percentile(times, 99), 3),
-        "cpu_p50_ms": round(percentile(cpu_ms, 50), 3),
-        "cpu_p99_ms": round(percentile(cpu_ms, 99), 3),
-        "peak_mb": round(peak / 2**20, 3),
-        "gc_full_collections": full_collections,
-        "gc_after_pass_p99_ms": round(percentile(collect_ms, 99), 3),
-        "actions_last_pass": len(result.actions),
-    }
+        "raw_mb": round(raw_bytes / 2**20, 1),
+    } | row

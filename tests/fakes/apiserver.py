@@ -90,6 +90,8 @@ class Fault:
     gone: bool = False
     times: int | None = 1
     hits: int = 0
+    headers: dict[str, str] | None = None
+    """Response headers of the injected status (e.g. ``Retry-After`` on a 429)."""
 
     def matches(self, verb: str, resource: str, name: str | None, identity: str) -> bool:
         if self.times is not None and self.hits >= self.times:
@@ -131,11 +133,12 @@ class WatchEvent:
 class ApiError(Exception):
     """Raised inside handlers; turned into a Kubernetes Status response."""
 
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
+        self.headers = headers
 
 
 def status_body(code: int, reason: str, message: str) -> JsonObj:
@@ -560,7 +563,8 @@ class FakeApiServer:
                     log_request()
                     return await self._gone_watch(request)
                 if fault.status is not None:
-                    raise ApiError(fault.status, _REASONS.get(fault.status, "Unknown"), "injected fault")
+                    reason = _REASONS.get(fault.status, "Unknown")
+                    raise ApiError(fault.status, reason, "injected fault", fault.headers)
             if verb == "watch":
                 # Logged when the stream opens: a watch may outlive the test that started it.
                 status = 200
@@ -573,7 +577,9 @@ class FakeApiServer:
         except ApiError as err:
             status = err.code
             log_request()
-            return web.json_response(status_body(err.code, err.reason, err.message), status=err.code)
+            return web.json_response(
+                status_body(err.code, err.reason, err.message), status=err.code, headers=err.headers
+            )
 
     def _match_fault(self, verb: str, resource: str, name: str | None, identity: str) -> Fault | None:
         for fault in self.faults:

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
+from fakes.apiserver import FakeApiServer, Fault, merge_patch
 from kubernetes_asyncio import client
 
+from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 from hotswap.annotations import AnnotationKeys, OpRecord
 from hotswap.kube.actuator import Actuator, LeadershipLost, Result
 from hotswap.kube.events import EventRecorder
@@ -28,6 +29,7 @@ from hotswap.planner.actions import (
     ReleaseReason,
     ReleaseVictim,
 )
+from tests.support.failure_policy import JOB_REASON_POD_FAILURE_POLICY, job_failure_reason, jobset_action
 
 from .cluster import NS, PODS, WORKLOADS
 from .conftest import ClientFactory
@@ -306,6 +308,44 @@ async def test_fast_fail_marks_failed_then_deletes_with_uid_precondition(
     assert delete.method == "DELETE" and delete.query["gracePeriodSeconds"] == "0"
     assert delete.body["preconditions"]["uid"] == pod["metadata"]["uid"]
     assert api.get(PODS, "h-0", NS) is None
+
+
+async def test_fast_fail_marks_the_pod_as_the_pod_gc_does_so_the_restart_budget_is_not_spent(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    """The Job's pod failure policy and the JobSet's infrastructure rule (as the package renders them) must see
+    a fast-failed pod as a disruption: RestartJobSetAndIgnoreMaxRestarts, not the default RestartJobSet."""
+    jobset = tpu_jobset(
+        TpuJobSetSpec(name="high", namespace=NS, queue="lq", priority="high", topology="4x4", image="i", fast_fail=True)
+    )
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    pod = api.put(
+        PODS,
+        {
+            "metadata": {"name": "h-0", "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": "high"}},
+            "spec": {"nodeName": "p0-0", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    actuator = make_actuator(await make_client("r"), fast_fail=True)
+    (outcome,) = await actuator.execute(plan_of(FastFailPod(ref(pod, "Pod"), "op-1", "p0-0")))
+    assert outcome.result is Result.APPLIED
+    status_patch = api.writes("r")[0]
+    failed = merge_patch(pod, status_patch.body)
+    conditions = {c["type"]: c for c in failed["status"]["conditions"]}
+    assert conditions["Ready"]["status"] == "True"  # the pod's other conditions survive the patch
+    assert (conditions["DisruptionTarget"]["status"], conditions["DisruptionTarget"]["reason"]) == (
+        "True",
+        "HotswapFastFail",
+    )
+    # The same pod failed without the condition fails its Job on the backoff limit: a counted JobSet restart.
+    bare = merge_patch(failed, {"status": {"conditions": [conditions["Ready"]]}})
+    bare_reason = job_failure_reason(replicated["template"]["spec"], bare)
+    assert bare_reason == "BackoffLimitExceeded"
+    assert jobset_action(jobset, replicated["name"], bare_reason) == "RestartJobSet"
+    reason = job_failure_reason(replicated["template"]["spec"], failed)
+    assert reason == JOB_REASON_POD_FAILURE_POLICY
+    assert jobset_action(jobset, replicated["name"], reason) == "RestartJobSetAndIgnoreMaxRestarts"
 
 
 async def test_fast_fail_is_refused_unless_enabled_or_pod_moved(api: FakeApiServer, make_client: ClientFactory) -> None:

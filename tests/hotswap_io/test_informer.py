@@ -6,7 +6,9 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
@@ -15,7 +17,9 @@ from hotswap.kube.backoff import Backoff
 from hotswap.kube.client import new_api_client
 from hotswap.kube.informer import Informer
 from hotswap.kube.resources import NODES, PODS, PRIORITY_CLASSES, TOPOLOGIES, WORKLOADS
+from hotswap.kube.snapshot import SnapshotBuilder
 from hotswap.metrics import Metrics
+from hotswap.model import Pod
 
 from .conftest import ClientFactory, write_kubeconfig
 from .helpers import eventually, node, pod
@@ -55,17 +59,34 @@ async def test_list_then_watch_tracks_adds_updates_and_deletes(api: FakeApiServe
     assert watches[0].query["resourceVersion"] != ""
 
 
-async def test_pods_are_filtered_to_jobset_pods_server_side(api: FakeApiServer, make_client: ClientFactory) -> None:
+def tpu_job_pod(name: str, namespace: str = "other-team") -> dict[str, Any]:
+    """A Kueue-admitted `batch/v1` Job's pod on a TPU node: no JobSet label, but it uses the slice's chips."""
+    obj = pod(name, None, namespace, node_name="p0-0")
+    obj["metadata"]["labels"] = {"batch.kubernetes.io/job-name": "tpu-job"}
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"google.com/tpu": "4"}}
+    return obj
+
+
+async def test_the_pod_cache_keeps_jobset_pods_and_every_tpu_pod_typed(
+    api: FakeApiServer, make_client: ClientFactory
+) -> None:
+    """Every pod is watched (no server-side selector can say 'uses TPU chips'); the cache keeps the typed pods of
+    JobSets and of anything else using TPU chips, in any namespace, and drops the rest."""
+    builder = SnapshotBuilder(attribution_window=timedelta(minutes=10), clock=lambda: datetime.now(UTC))
     api.put("pods", pod("p1", "train"))
     api.put("pods", pod("other", None))
-    informer = Informer(await make_client("a"), PODS, backoff=fast_backoff())
+    api.put("pods", tpu_job_pod("job-0"))
+    informer = Informer(await make_client("a"), PODS, backoff=fast_backoff(), transform=builder.pod_value)
     async with running(informer):
         api.put("pods", pod("p2", "train"))
         api.put("pods", pod("other-2", None))
-        await eventually(lambda: "team-a/p2" in informer.cache)
+        api.put("pods", tpu_job_pod("job-1"))
+        await eventually(lambda: "team-a/p2" in informer.cache and "other-team/job-1" in informer.cache)
         await asyncio.sleep(0.1)
-        assert set(informer.cache) == {"team-a/p1", "team-a/p2"}
-    assert api.requests_for("list", "pods")[0].query["labelSelector"] == "jobset.sigs.k8s.io/jobset-name"
+        assert set(informer.cache) == {"team-a/p1", "team-a/p2", "other-team/job-0", "other-team/job-1"}
+        job_pod = informer.cache["other-team/job-0"]
+        assert isinstance(job_pod, Pod) and (job_pod.jobset_name, job_pod.node_name) == ("", "p0-0")
+    assert "labelSelector" not in api.requests_for("list", "pods")[0].query
 
 
 async def test_list_is_paged(api: FakeApiServer, make_client: ClientFactory) -> None:

@@ -12,8 +12,9 @@ validation (all of them share one runtime cost budget).
 
 What the API server sends through it, and what is left alone:
 
-- JobSets and Jobs on CREATE and UPDATE, Pods on CREATE, and Deployments, StatefulSets, ReplicaSets, DaemonSets
-  and CronJobs on CREATE and UPDATE (these may not reach TPU at all), in every namespace but the exempt ones
+- JobSets, Jobs and Pods on CREATE and UPDATE (a Pod's update is refused only when it gains a route to TPU), and
+  Deployments, StatefulSets, ReplicaSets, DaemonSets and CronJobs on CREATE and UPDATE (these and Pods may not
+  reach TPU at all), in every namespace but the exempt ones
   (Kubernetes' and GKE's system namespaces, where GKE's own DaemonSets tolerate every taint, and the platform's
   controllers'); status subresources are not matched. A namespace without a LocalQueue is covered too: a TPU
   workload there names no LocalQueue of it and is refused.
@@ -58,7 +59,7 @@ class MatchedKind:
 _MATCHED = {
     "JobSet": MatchedKind("jobset.x-k8s.io", "v1alpha2", "jobsets", ("CREATE", "UPDATE")),
     "Job": MatchedKind("batch", "v1", "jobs", ("CREATE", "UPDATE")),
-    "Pod": MatchedKind("", "v1", "pods", ("CREATE",)),
+    "Pod": MatchedKind("", "v1", "pods", ("CREATE", "UPDATE")),
     "Deployment": MatchedKind("apps", "v1", "deployments", ("CREATE", "UPDATE")),
     "StatefulSet": MatchedKind("apps", "v1", "statefulsets", ("CREATE", "UPDATE")),
     "ReplicaSet": MatchedKind("apps", "v1", "replicasets", ("CREATE", "UPDATE")),

@@ -49,7 +49,9 @@ def refused(obj: dict[str, Any], old: dict[str, Any] | None = None, username: st
 )
 def test_anyone_but_the_reconciler_is_refused(old: dict[str, Any] | None, new: dict[str, Any]) -> None:
     assert refused(new, old)
+    assert refused(new, old, username="system:serviceaccount:team-a:trainer")
     assert not refused(new, old, username=RECONCILER)
+    assert not refused(new, old, username="system:serviceaccount:kueue-system:kueue-controller-manager")
 
 
 def test_other_writes_to_a_workload_pass() -> None:

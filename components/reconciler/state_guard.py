@@ -4,8 +4,8 @@ The reconciler keeps its state in annotations on Workloads (who holds a victim, 
 history) and trusts them on every pass: a forged `held-by` or `op` could cancel another team's rescue or keep a
 victim held. Teams get no Workload write (the team role), but anyone who does (Kueue's batch-admin role, a namespace
 admin given it) could forge them. So who wrote it decides: an update or create that adds, changes or removes an
-annotation of the reconciler's domain is refused unless the reconciler's service account sends it. Kueue itself
-never writes those annotations, and everything else about a Workload is left alone.
+annotation of the reconciler's domain is refused unless the reconciler's service account (or Kueue's controller,
+which never writes them but owns Workloads) sends it. Everything else about a Workload is left alone.
 """
 
 from __future__ import annotations
@@ -46,8 +46,13 @@ def state_guard_policy(config: PlatformConfig) -> dict[str, Any]:
             },
             "matchConditions": [
                 {
-                    "name": "not-from-the-reconciler",
-                    "expression": f"request.userInfo.username != '{_reconciler_user(config)}'",
+                    # Kueue never writes these annotations, but it rewrites Workloads it owns: a refused write of
+                    # its would wedge admission, so it is trusted like the reconciler.
+                    "name": "not-from-the-reconciler-or-kueue",
+                    "expression": (
+                        f"request.userInfo.username != '{_reconciler_user(config)}' && "
+                        f"!request.userInfo.username.startsWith('system:serviceaccount:{config.kueue.namespace}:')"
+                    ),
                 }
             ],
             "variables": [

@@ -98,9 +98,15 @@ def only_through_kueue_cel(context: AdmissionContext) -> list[CelValidation]:
     )
     out: list[CelValidation] = []
     for kind in FORBIDDEN_TPU_KINDS:
+        reaches = f"!{tpu_workload_match_cel(kind)}"
+        if kind == "Pod":
+            # A pod's tolerations may be added by an update: a Pending pod that gains the TPU toleration would then
+            # be scheduled there. One that already reached TPU (made by a controller from an admitted JobSet or Job,
+            # or before the policy) may still be updated, e.g. its labels.
+            reaches += f" || (request.operation == 'UPDATE' && {tpu_workload_match_cel(kind, 'oldObject')})"
         out.append(
             CelValidation(
-                expression=f"!{tpu_workload_match_cel(kind)}",
+                expression=reaches,
                 message=message,
                 message_expression=(
                     f"variables.ref + '{'' if kind == 'Pod' else ' pods'} can reach TPU nodes; ' + "

@@ -322,9 +322,11 @@ def admission_variables(kind: str) -> list[tuple[str, str]]:
     ]
 
 
-def tpu_workload_match_cel(kind: str) -> str:
-    """True for a TPU workload of ``kind`` (the policy's match condition)."""
-    return f"{_pod_specs_cel(kind)}.exists(s, {_targets_tpu_cel('s')})"
+def tpu_workload_match_cel(kind: str, root: str = "object") -> str:
+    """True when the pods of ``root`` (``object``, or ``oldObject`` on update) can reach TPU: the policy's match
+    condition."""
+    specs = _pod_specs_cel(kind) if root == "object" else _pod_specs_cel(kind).replace("object.", f"{root}.")
+    return f"{specs}.exists(s, {_targets_tpu_cel('s')})"
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -557,10 +557,17 @@ def test_objects_being_deleted_can_lose_their_finalizers() -> None:
     assert not admit(broken, operation="UPDATE", old=broken).matched
 
 
-def test_pod_updates_and_status_writes_are_not_matched() -> None:
-    broken = edit(pod(), lambda o: o["metadata"].update(labels={}))
-    assert not admit(broken, operation="UPDATE", old=broken).matched
-    assert admit(broken).rules == {"tpu-only-through-kueue"}
+def test_a_pod_cannot_gain_a_route_to_tpu_by_an_update() -> None:
+    """Tolerations can be added to a Pending pod: one that gains the TPU toleration is refused; a pod that already
+    reached TPU (a Job's, made by the job controller) may still be updated, e.g. relabelled."""
+    cpu = {**pod(), "spec": CPU_POD}
+    gains = {**pod(), "spec": CPU_TOLERATING_TPU}
+    assert admit(cpu, operation="UPDATE", old=cpu) == Outcome(False)
+    assert admit(gains, operation="UPDATE", old=cpu).rules == {"tpu-only-through-kueue"}
+    made = edit(pod("4x4", "4"), owned_by("Job"))
+    relabelled = edit(made, lambda o: o["metadata"].update(labels={"team": "a"}))
+    assert admit(relabelled, operation="UPDATE", old=made) == Outcome(True)
+    assert admit(made).rules == {"tpu-only-through-kueue"}
 
 
 @pytest.mark.parametrize(

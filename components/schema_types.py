@@ -537,7 +537,7 @@ class AdmissionPolicySettings(TypedDict):
     action: NotRequired[AdmissionPolicyAction]
     """What a violation does: `Deny` refuses the request; `Warn` admits it with a warning to the client; `Audit` only records it in the API server's audit log. Roll out with `Warn` or `Audit` first."""
     exempt_namespaces: NotRequired[list[str]]
-    """Namespaces the policies never check: Kubernetes' and GKE's system namespaces, whose DaemonSets run on TPU nodes too and tolerate every taint (the platform's controller namespaces are always left out). Replace the list only to add a namespace of another cluster-wide component; a namespace with a LocalQueue may not be exempt."""
+    """Namespaces the policies never check, besides Kubernetes' and GKE's system namespaces (always exempt: GKE's DaemonSets there run on TPU nodes too and tolerate every taint) and the platform's own: add the namespace of a cluster-wide agent of yours that tolerates every taint (a monitoring DaemonSet). A namespace with a LocalQueue may not be exempt."""
 
 
 class TeamSpec(TypedDict):

@@ -70,8 +70,17 @@ def test_once_teams_are_declared_every_queue_namespace_has_one() -> None:
 
 
 def test_a_team_namespace_cannot_be_exempt_from_the_admission_policy() -> None:
-    problems = problems_of(queues=QUEUES, admissionPolicy={"exemptNamespaces": ["kube-system", "ml-a"]})
+    problems = problems_of(queues=QUEUES, admissionPolicy={"exemptNamespaces": ["monitoring", "ml-a"]})
     assert any(".admissionPolicy.exemptNamespaces: 'ml-a' has a LocalQueue" in p for p in problems), problems
+
+
+def test_exempt_namespaces_add_to_the_system_ones() -> None:
+    """A namespace of one's own is added; GKE's and Kubernetes' stay exempt whatever the list says."""
+    config = parse_platform_config(platform(queues=QUEUES, admissionPolicy={"exemptNamespaces": ["monitoring"]}))
+    for _, _, binding in admission_objects(config):
+        (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert {"monitoring", "kube-system", "gmp-system", "gke-managed-system"} <= set(selector["values"])
+        assert not {"ml-a", "ml-b"} & set(selector["values"])
 
 
 def test_the_reconciler_gets_the_same_entitlements() -> None:

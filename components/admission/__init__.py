@@ -16,6 +16,7 @@ from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.schema_types import PlatformConfig as PlatformSettings
 from policies.admission import (
     POLICY_KINDS,
+    SYSTEM_NAMESPACES,
     AdmissionSettings,
     validating_admission_policy,
     validating_admission_policy_binding,
@@ -51,7 +52,7 @@ def admission_settings(config: PlatformConfig) -> AdmissionSettings:
         context=context,
         controller_namespaces=(config.kueue.namespace, config.jobset.namespace),
         action=config.admission_policy.action,
-        exempt_namespaces=tuple(config.admission_policy.exempt_namespaces),
+        exempt_namespaces=(*SYSTEM_NAMESPACES, *config.admission_policy.exempt_namespaces),
         platform_namespaces=(config.hotswap.namespace,) if config.hotswap.enabled else (),
     )
 

@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import Field
 
 from components.config.base import ConfigModel
-from policies.admission import SYSTEM_NAMESPACES
 
 
 class AdmissionPolicySettings(ConfigModel):
@@ -23,9 +22,9 @@ class AdmissionPolicySettings(ConfigModel):
         "client; `Audit` only records it in the API server's audit log. Roll out with `Warn` or `Audit` first.",
     )
     exempt_namespaces: list[str] = Field(
-        default_factory=lambda: list(SYSTEM_NAMESPACES),
-        description="Namespaces the policies never check: Kubernetes' and GKE's system namespaces, whose "
-        "DaemonSets run on TPU nodes too and tolerate every taint (the platform's controller namespaces are always "
-        "left out). Replace the list only to add a namespace of another cluster-wide component; a namespace with a "
-        "LocalQueue may not be exempt.",
+        default_factory=list,
+        description="Namespaces the policies never check, besides Kubernetes' and GKE's system namespaces (always "
+        "exempt: GKE's DaemonSets there run on TPU nodes too and tolerate every taint) and the platform's own: "
+        "add the namespace of a cluster-wide agent of yours that tolerates every taint (a monitoring DaemonSet). "
+        "A namespace with a LocalQueue may not be exempt.",
     )

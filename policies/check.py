@@ -280,6 +280,12 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         if not given:
             raise InputError(f"{', '.join(args.paths)}: no Kubernetes object to check (empty input)")
         objects = platform + given
+        if not args.platform and {o.kind in PLATFORM_KINDS for o in given} == {True, False}:
+            print(
+                "note: without --platform every file may declare tiers, LocalQueues and entitlements; in team CI "
+                "give the platform's manifests with --platform so that only they decide",
+                file=sys.stderr,
+            )
         reports = check_objects(objects, config)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

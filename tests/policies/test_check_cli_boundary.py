@@ -53,6 +53,16 @@ def test_prod_team_b_cannot_use_the_top_tier(build_dir: Path, tmp_path: Path) ->
     assert code == 1 and "tpu-workload-tier-entitled" in out and "allowed there: best-effort, training-low" in out
 
 
+def test_without_platform_the_cli_says_that_any_file_decides(
+    build_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobset = write(tmp_path, prod_jobset("team-a", "training-high"))
+    assert run([str(manifests("prod", build_dir)), jobset])[0] == 0
+    assert "note: without --platform every file may declare tiers" in capsys.readouterr().err
+    assert run([jobset], "--platform", str(manifests("prod", build_dir)))[0] == 0
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize(
     "declared",
     [

@@ -533,9 +533,28 @@ class AdmissionPolicySettings(TypedDict):
     """The admission policy for TPU workloads."""
 
     enabled: NotRequired[bool]
-    """Deploy the ValidatingAdmissionPolicy that checks TPU JobSets, Jobs and Pods in the team namespaces (queue, priority tier, exclusive slices, v6e shape)."""
+    """Deploy the ValidatingAdmissionPolicies that check TPU JobSets, Jobs and Pods (queue, priority tier and entitlement, exclusive slices, v6e shape) and keep every other kind off TPU, in every namespace but `exemptNamespaces` and the platform's own."""
     action: NotRequired[AdmissionPolicyAction]
     """What a violation does: `Deny` refuses the request; `Warn` admits it with a warning to the client; `Audit` only records it in the API server's audit log. Roll out with `Warn` or `Audit` first."""
+    exempt_namespaces: NotRequired[list[str]]
+    """Namespaces the policies never check, besides Kubernetes' and GKE's system namespaces (always exempt: GKE's DaemonSets there run on TPU nodes too and tolerate every taint) and the platform's own: add the namespace of a cluster-wide agent of yours that tolerates every taint (a monitoring DaemonSet). A namespace with a LocalQueue may not be exempt."""
+
+
+class TeamSpec(TypedDict):
+    """Teams sharing the cluster: their namespaces, the highest tier each may use (`maxTier`), whether they may protect JobSets from hotswap eviction, and the groups and users bound to the team role there. Unset: no entitlements and no team RoleBindings (every namespace with a LocalQueue may use every tier). Set: every namespace with a LocalQueue belongs to exactly one team."""
+
+    name: str
+    """Team name (names its RoleBindings)."""
+    namespaces: list[str]
+    """The team's namespaces; each must have a LocalQueue (`queues.localQueues`), and a namespace belongs to at most one team."""
+    max_tier: NotRequired[str]
+    """The highest priority tier the team's TPU workloads may use (a `priorities[].name`): tiers of a higher value are refused on create and update by every front end, and the hotswap reconciler never preempts for a workload above it. Unset: every tier."""
+    may_protect: NotRequired[bool]
+    """Whether the team may set the reconciler's `hotswap.gke-tpu-priority.io/protect` annotation on its JobSets (never a hotswap victim). Off: the admission policy refuses it and the reconciler ignores it in the team's namespaces, so a team cannot opt its work out of eviction."""
+    groups: NotRequired[list[str]]
+    """Groups (e.g. Google Groups for RBAC: `team-a@example.com`) bound to the team role in each of the team's namespaces: JobSets and Jobs through Kueue, read access to their Workloads, LocalQueues, Pods and Events; nothing else."""
+    users: NotRequired[list[str]]
+    """Users bound to the team role, as `groups`."""
 
 
 class PlatformConfig(TypedDict):
@@ -569,6 +588,8 @@ class PlatformConfig(TypedDict):
     """The hotswap reconciler."""
     admission_policy: NotRequired[AdmissionPolicySettings]
     """The admission policy for TPU workloads."""
+    teams: NotRequired[list[TeamSpec]]
+    """Teams sharing the cluster: their namespaces, the highest tier each may use (`maxTier`), whether they may protect JobSets from hotswap eviction, and the groups and users bound to the team role there. Unset: no entitlements and no team RoleBindings (every namespace with a LocalQueue may use every tier). Set: every namespace with a LocalQueue belongs to exactly one team."""
 
 
 class TpuJobSetSpec(TypedDict):

@@ -269,6 +269,17 @@ class HotswapConfig(BaseModel):
         "slices from others, after an infrastructure failure or starvation alike: the tiers declared with "
         "`preempts: false`. Unset: every tier with a lower one below it may preempt.",
     )
+    max_preemptor_priority: dict[str, int] = Field(
+        default_factory=dict,
+        description="Namespace -> the highest Workload priority a JobSet there may preempt with (its team's "
+        "entitlement, `teams[].maxTier`): a JobSet above it, which got in before the rule existed or around it, "
+        "never takes slices from anyone. Namespaces not listed: no ceiling.",
+    )
+    protect_namespaces: tuple[str, ...] | None = Field(
+        default=None,
+        description="Namespaces where the `protect` annotation is honoured (teams with `mayProtect`); elsewhere it "
+        "is ignored, so a team cannot opt its JobSets out of eviction. Unset: honoured everywhere.",
+    )
     resync_period: Duration = _duration(
         timedelta(seconds=1), timedelta(hours=1), timedelta(seconds=30), "Full re-plan period without events."
     )

@@ -12,14 +12,18 @@ validation (all of them share one runtime cost budget).
 
 What the API server sends through it, and what is left alone:
 
-- JobSets and Jobs on CREATE and UPDATE, Pods on CREATE, in the team namespaces (those with a LocalQueue);
-  status subresources are not matched.
-- Objects a controller made are skipped (a controller ownerReference): a JobSet's Jobs carry neither the queue
-  nor the priority label (JobSet v0.12 copies only the replicated job's template metadata onto them), and a Job's
-  Pods are created by kube-controller-manager. Their owner was checked when it was submitted.
-- Requests from the Kueue and JobSet controllers (any service account of their namespaces) and from
-  kube-controller-manager are skipped: Kueue rewrites a JobSet's pod templates when it admits it, and the
-  garbage collector removes finalizers; refusing those would wedge work that was admitted before the policy.
+- JobSets, Jobs and Pods on CREATE and UPDATE (a Pod's update is refused only when it gains a route to TPU), and
+  Deployments, StatefulSets, ReplicaSets, DaemonSets and CronJobs on CREATE and UPDATE (these and Pods may not
+  reach TPU at all), in every namespace but the exempt ones
+  (Kubernetes' and GKE's system namespaces, where GKE's own DaemonSets tolerate every taint, and the platform's
+  controllers'); status subresources are not matched. A namespace without a LocalQueue is covered too: a TPU
+  workload there names no LocalQueue of it and is refused.
+- What a controller made is told by who sends the request, never by what the object says: ``ownerReferences``
+  are written by whoever creates the object. Requests from the Kueue and JobSet controllers (any service account
+  of their namespaces) and from kube-controller-manager (and kube-system's controller service accounts) are
+  skipped: a JobSet's Jobs carry neither the queue nor the priority label (their JobSet was checked), a Job's Pods
+  are made by the job controller, Kueue rewrites a JobSet's pod templates when it admits it, and the garbage
+  collector removes finalizers; refusing those would wedge work that was admitted before the policy.
 - Objects being deleted are skipped, so a finalizer can always be removed.
 """
 
@@ -31,7 +35,7 @@ from typing import Any, Literal
 
 from .rules import ADMISSION_RULES
 from .rules.base import AdmissionContext, ObjectRule, Rule, cel_list, cel_string
-from .rules.tpu_workloads import ADMISSION_KINDS, admission_variables, tpu_workload_match_cel
+from .rules.tpu_workloads import ADMISSION_KINDS, FORBIDDEN_TPU_KINDS, admission_variables, tpu_workload_match_cel
 
 POLICY_NAME = "gke-tpu-priority-tpu-workloads"
 """Prefix of the policies' names: ``<prefix>-jobsets``, ``-jobs``, ``-pods``."""
@@ -55,10 +59,34 @@ class MatchedKind:
 _MATCHED = {
     "JobSet": MatchedKind("jobset.x-k8s.io", "v1alpha2", "jobsets", ("CREATE", "UPDATE")),
     "Job": MatchedKind("batch", "v1", "jobs", ("CREATE", "UPDATE")),
-    "Pod": MatchedKind("", "v1", "pods", ("CREATE",)),
+    "Pod": MatchedKind("", "v1", "pods", ("CREATE", "UPDATE")),
+    "Deployment": MatchedKind("apps", "v1", "deployments", ("CREATE", "UPDATE")),
+    "StatefulSet": MatchedKind("apps", "v1", "statefulsets", ("CREATE", "UPDATE")),
+    "ReplicaSet": MatchedKind("apps", "v1", "replicasets", ("CREATE", "UPDATE")),
+    "DaemonSet": MatchedKind("apps", "v1", "daemonsets", ("CREATE", "UPDATE")),
+    "CronJob": MatchedKind("batch", "v1", "cronjobs", ("CREATE", "UPDATE")),
 }
-# ADMISSION_KINDS (the rule layer's) decides which policies exist; a kind without an entry fails at import.
-MATCHED_KINDS = {kind: _MATCHED[kind] for kind in ADMISSION_KINDS}
+POLICY_KINDS = (*ADMISSION_KINDS, *FORBIDDEN_TPU_KINDS)
+"""Every kind with a policy of its own: the TPU workload kinds and the kinds that may not reach TPU."""
+# The rule layer decides which policies exist; a kind without an entry fails at import.
+MATCHED_KINDS = {kind: _MATCHED[kind] for kind in POLICY_KINDS}
+SYSTEM_NAMESPACES = (
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "gmp-system",
+    "gmp-public",
+    "gke-gmp-system",
+    "gke-managed-system",
+    "gke-managed-cim",
+    "gke-managed-filestorecsi",
+    "gke-managed-parallelstorecsi",
+    "gke-managed-lustrecsi",
+    "gke-managed-dpv2-observability",
+)
+"""Namespaces of Kubernetes and GKE components, never checked: GKE's DaemonSets there run on every node, TPU
+nodes included, and tolerate every taint (the TPU device plugin, the metadata server, logging and metrics agents,
+Dataplane V2, the persistent-disk CSI driver)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +96,19 @@ class AdmissionSettings:
     """Namespaces of the Kueue and JobSet controllers, whose service accounts the policy never refuses."""
     action: Action = "Deny"
     name: str = POLICY_NAME
+    exempt_namespaces: tuple[str, ...] = SYSTEM_NAMESPACES
+    """Namespaces never checked (besides the controllers'): Kubernetes' and GKE's own."""
+    platform_namespaces: tuple[str, ...] = ()
+    """The platform's other namespaces (the reconciler's): never checked, they run no team work."""
 
     @property
     def team_namespaces(self) -> list[str]:
         return sorted(self.context.local_queues)
+
+    @property
+    def unchecked_namespaces(self) -> list[str]:
+        """Every namespace the bindings leave out; all others are checked, with or without a LocalQueue."""
+        return sorted({*self.exempt_namespaces, *self.controller_namespaces, *self.platform_namespaces})
 
     def policy_name(self, kind: str) -> str:
         return f"{self.name}-{MATCHED_KINDS[kind].resource}"
@@ -86,19 +123,14 @@ def match_conditions(settings: AdmissionSettings, kind: str) -> list[dict[str, s
     )
     return [
         {"name": "not-from-a-platform-controller", "expression": f"!({controllers})"},
-        {
-            "name": "not-made-by-a-controller",
-            "expression": (
-                "!has(object.metadata.ownerReferences) || "
-                "!object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)"
-            ),
-        },
         {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
         {"name": "tpu-workload", "expression": tpu_workload_match_cel(kind)},
     ]
 
 
 def _rule_kinds(rule: Rule) -> frozenset[str]:
+    """The kinds a rule's validations apply to unless they name their own: whole-picture rules are about the
+    TPU workload kinds."""
     return rule.kinds if isinstance(rule, ObjectRule) else frozenset(ADMISSION_KINDS)
 
 
@@ -151,8 +183,8 @@ def validating_admission_policy(settings: AdmissionSettings, kind: str) -> dict[
 
 
 def validating_admission_policies(settings: AdmissionSettings) -> list[dict[str, Any]]:
-    """One policy per checked kind (JobSet, Job, Pod)."""
-    return [validating_admission_policy(settings, kind) for kind in ADMISSION_KINDS]
+    """One policy per checked kind (JobSet, Job, Pod, and the kinds that may not reach TPU)."""
+    return [validating_admission_policy(settings, kind) for kind in POLICY_KINDS]
 
 
 def validating_admission_policy_binding(settings: AdmissionSettings, kind: str) -> dict[str, Any]:
@@ -166,7 +198,7 @@ def validating_admission_policy_binding(settings: AdmissionSettings, kind: str) 
             "matchResources": {
                 "namespaceSelector": {
                     "matchExpressions": [
-                        {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": settings.team_namespaces}
+                        {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": settings.unchecked_namespaces}
                     ]
                 }
             },
@@ -175,4 +207,4 @@ def validating_admission_policy_binding(settings: AdmissionSettings, kind: str) 
 
 
 def validating_admission_policy_bindings(settings: AdmissionSettings) -> list[dict[str, Any]]:
-    return [validating_admission_policy_binding(settings, kind) for kind in ADMISSION_KINDS]
+    return [validating_admission_policy_binding(settings, kind) for kind in POLICY_KINDS]

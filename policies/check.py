@@ -1,7 +1,11 @@
 """Front end 2: ``python -m policies.check PATH...`` checks Kubernetes YAML against the rule set, for team CI.
 
-Give it the platform's objects (``build/<stack>/manifests.yaml`` from ``make preview``, or a copy) together with
-the team's workloads: rules that need the whole picture (declared queues and tiers) read every object given.
+Give it the platform's objects (``build/<stack>/manifests.yaml`` from ``make preview``, or a copy) with
+``--platform`` and the team's workloads as PATHs: rules that need the whole picture (declared queues, tiers and
+entitlements) read every object given, and with ``--platform`` that picture comes only from the platform's files
+(a team's file that declares a tier or a LocalQueue is refused). Without ``--platform`` every PATH counts alike,
+which is how the platform team checks its own manifests. ``--config`` may tune or lower rules the cluster does not
+enforce, never those it does. Malformed input of any kind exits 2 with the file and what is wrong (policies.inputs).
 A fleet preview's objects carry the cluster they go to (annotation ``preview.gke-tpu-priority.io/cluster``): those
 rules then read each cluster's objects apart, with the objects that name no cluster (the team's) in every cluster.
 Exit status: 0 clean, 1 violations, 2 unreadable or invalid input. ``--config`` takes the same JSON as
@@ -13,25 +17,45 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
-import yaml
-
-from .rules import OBJECT_RULES, PICTURE_RULES
+from .inputs import InputError, documents, sources
+from .rules import ADMISSION_RULES, OBJECT_RULES, PICTURE_RULES
 from .rules.base import KubeObject, Rule, manifest_object
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_INVALID = 0, 1, 2
-YAML_SUFFIXES = (".yaml", ".yml")
+T = TypeVar("T")
 # Namespaced kinds the rules read the namespace of; like kubectl, objects without one get --namespace.
-NAMESPACED_KINDS = frozenset({"JobSet", "Job", "Pod", "LocalQueue"})
+NAMESPACED_KINDS = frozenset(
+    {"JobSet", "Job", "Pod", "LocalQueue", "Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "CronJob"}
+)
 LEVELS = ("mandatory", "advisory", "disabled")
+PLATFORM_SETTINGS = frozenset({"externalPriorityTiers", "externalLocalQueues"})
+"""Rule settings that declare tiers or LocalQueues: with --platform, only the platform's files do."""
 
 
-class InputError(Exception):
-    """A path that cannot be read, or a document that is not a Kubernetes object."""
+PLATFORM_KINDS = frozenset(
+    {
+        "PriorityClass",
+        "WorkloadPriorityClass",
+        "LocalQueue",
+        "ClusterQueue",
+        "ResourceFlavor",
+        "Cohort",
+        "Topology",
+        "AdmissionCheck",
+        "ProvisioningRequestConfig",
+        "MultiKueueConfig",
+        "MultiKueueCluster",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+)
+"""Kinds that make the picture the rules check against (tiers, queues, entitlements, the policy itself): with
+``--platform``, only the platform's files may declare them."""
 
 
 @dataclass(frozen=True)
@@ -55,53 +79,28 @@ class Report:
         }
 
 
-def _documents(text: str, source: str) -> Iterator[tuple[Mapping[str, Any], str]]:
-    try:
-        documents = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as error:
-        raise InputError(f"{source}: not valid YAML: {error}") from error
-    for index, document in enumerate(documents):
-        where = f"{source}#{index}" if len(documents) > 1 else source
-        if document is None:
-            continue
-        if not isinstance(document, Mapping) or not document.get("apiVersion") or not document.get("kind"):
-            raise InputError(f"{where}: not a Kubernetes object (a mapping with apiVersion and kind)")
-        if str(document["kind"]).endswith("List") and isinstance(document.get("items"), list):
-            for item_index, item in enumerate(document.get("items") or []):
-                if not isinstance(item, Mapping) or not item.get("apiVersion") or not item.get("kind"):
-                    raise InputError(f"{where} items[{item_index}]: not a Kubernetes object")
-                yield item, where
-        else:
-            yield document, where
-
-
-def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES)
-    if path.is_file():
-        return [path]
-    raise InputError(f"{path}: no such file or directory")
-
-
 def load_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO | None = None) -> list[KubeObject]:
-    """Every object of the given files, directories (``*.yaml``/``*.yml``, recursively) and ``-`` (stdin)."""
+    """Every object of the given files, directories (``*.json``/``*.yaml``/``*.yml``, recursively) and ``-``."""
     objects: list[KubeObject] = []
-    for given in paths:
-        if given == "-":
-            sources = [((stdin or sys.stdin).read(), "<stdin>")]
-        else:
-            sources = []
-            for file in _files(Path(given)):
-                try:
-                    sources.append((file.read_text(encoding="utf-8"), str(file)))
-                except (OSError, UnicodeDecodeError) as error:
-                    raise InputError(f"{file}: cannot be read: {error}") from error
-        for text, source in sources:
-            for document, where in _documents(text, source):
-                manifest = dict(document)
-                if manifest["kind"] in NAMESPACED_KINDS and not (manifest.get("metadata") or {}).get("namespace"):
-                    manifest["metadata"] = {**(manifest.get("metadata") or {}), "namespace": namespace}
-                objects.append(manifest_object(manifest, where))
+    for text, source in sources(paths, stdin):
+        for document, where in documents(text, source):
+            manifest = dict(document)
+            if manifest["kind"] in NAMESPACED_KINDS and not (manifest.get("metadata") or {}).get("namespace"):
+                manifest["metadata"] = {**(manifest.get("metadata") or {}), "namespace": namespace}
+            objects.append(manifest_object(manifest, where))
+    return objects
+
+
+def team_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO | None = None) -> list[KubeObject]:
+    """A team's objects: like :func:`load_objects`, but none may declare what only the platform declares."""
+    objects = load_objects(paths, namespace, stdin)
+    declared = [o for o in objects if o.kind in PLATFORM_KINDS]
+    if declared:
+        shown = "; ".join(f"{o.ref} ({o.source})" for o in declared[:5]) + ("; ..." if len(declared) > 5 else "")
+        raise InputError(
+            f"the team's files declare {shown}: tiers, queues and the other platform objects come only from the "
+            "platform's files (--platform); remove them"
+        )
     return objects
 
 
@@ -121,14 +120,16 @@ def check_objects(objects: Sequence[KubeObject], config: Mapping[str, Any] | Non
     reports: list[Report] = []
     for rule in OBJECT_RULES:
         level, properties = _settings(rule, config)
-        if level != "disabled":
-            reports += [Report(rule.name, level, m, obj) for obj in objects for m in rule.findings(obj, properties)]
+        if level == "disabled":
+            continue
+        for obj in objects:
+            found = _checked(lambda: list(rule.findings(obj, properties)), f"{obj.ref} ({obj.source})")  # noqa: B023
+            reports += [Report(rule.name, level, message, obj) for message in found]
     for picture in PICTURE_RULES:
         level, properties = _settings(picture, config)
         if level != "disabled":
-            reports += [
-                Report(picture.name, level, f.message, f.subject) for f in picture.findings(objects, properties)
-            ]
+            findings = _checked(lambda: list(picture.findings(objects, properties)), f"rule {picture.name}")  # noqa: B023
+            reports += [Report(picture.name, level, f.message, f.subject) for f in findings]
     return reports
 
 
@@ -149,23 +150,100 @@ def render_text(reports: Sequence[Report], checked: int) -> str:
     return "\n".join([*lines, summary])
 
 
-def _read_config(path: str | None) -> dict[str, Any]:
+def _level_problem(value: Any) -> str | None:
+    return None if isinstance(value, str) and value in LEVELS else f"level {value!r} is not one of {', '.join(LEVELS)}"
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def _property_problem(value: Any, spec: Mapping[str, Any]) -> str | None:
+    """Whether ``value`` has the type the rule's config schema gives (arrays: their items' type too)."""
+    expected = _JSON_TYPES.get(str(spec.get("type")), (object,))
+    if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
+        return f"is {value!r}, expected {spec.get('type')}"
+    if isinstance(value, list) and "items" in spec:
+        for index, item in enumerate(value):
+            problem = _property_problem(item, spec["items"])
+            if problem:
+                return f"[{index}] {problem}"
+    return None
+
+
+def read_config(path: str | None, platform: bool = False) -> dict[str, Any]:
+    """The ``--config`` JSON, validated: known rules, levels and property types. It may not lower a rule the
+    cluster's admission policy enforces (the cluster would refuse anyway, so a pass would be a false promise), and
+    with ``--platform`` it may not add tiers or LocalQueues (``external*``): only the platform's files decide."""
     if path is None:
         return {}
     try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        text = Path(path).read_bytes().decode("utf-8")
+        config = json.loads(text)
+    except (OSError, ValueError, RecursionError) as error:
         raise InputError(f"{path}: cannot read the policy config: {error}") from error
     if not isinstance(config, dict):
-        raise InputError(f"{path}: the policy config must be a JSON object")
-    known = {"all"} | {r.name for r in (*OBJECT_RULES, *PICTURE_RULES)}
+        raise InputError(f"{path}: the policy config must be a JSON object, not {type(config).__name__}")
+    rules = {r.name: r for r in (*OBJECT_RULES, *PICTURE_RULES)}
+    problems: list[str] = []
     for key, value in config.items():
-        level = value if isinstance(value, str) else (value or {}).get("enforcementLevel", "mandatory")
-        if key not in known:
-            raise InputError(f"{path}: unknown rule {key!r}; rules: {', '.join(sorted(known - {'all'}))}")
-        if level not in LEVELS:
-            raise InputError(f"{path}: {key}: level {level!r} is not one of {', '.join(LEVELS)}")
+        if key == "all":
+            problem = _level_problem(value)
+            problems += [f"all: {problem}"] if problem else []
+            continue
+        if key not in rules:
+            problems.append(f"unknown rule {key!r}; rules: {', '.join(sorted(rules))}")
+            continue
+        if isinstance(value, str):
+            problem = _level_problem(value)
+            problems += [f"{key}: {problem}"] if problem else []
+            continue
+        if not isinstance(value, dict):
+            problems.append(f"{key}: {value!r} is neither a level ({', '.join(LEVELS)}) nor an object of settings")
+            continue
+        for name, setting in value.items():
+            if name == "enforcementLevel":
+                problem = _level_problem(setting)
+            elif name not in rules[key].config:
+                known = ", ".join(["enforcementLevel", *rules[key].config]) or "enforcementLevel"
+                problem = f"unknown setting (settings: {known})"
+            else:
+                problem = _property_problem(setting, rules[key].config[name])
+            if problem:
+                problems.append(f"{key}.{name}: {problem}")
+            elif platform and name in PLATFORM_SETTINGS:
+                problems.append(
+                    f"{key}.{name}: declares tiers or LocalQueues, which with --platform come only from the "
+                    "platform's files; remove it"
+                )
+    if not problems:
+        for rule in ADMISSION_RULES:
+            level, _ = _settings(rule, config)
+            if level != "mandatory":
+                problems.append(
+                    f"{rule.name}: lowered to {level}, but the cluster's admission policy enforces it whatever this "
+                    "file says; only the platform's configuration decides that, so remove the setting"
+                )
+    if problems:
+        raise InputError(f"{path}: " + "; ".join(problems))
     return config
+
+
+def _checked(run: Callable[[], list[T]], what: str) -> list[T]:
+    """What a rule finds, or an InputError naming ``what`` when a field of an unexpected type trips the rule: the
+    input is then not an object the API server would take, and the report says so instead of a traceback."""
+    try:
+        return run()
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as error:
+        raise InputError(
+            f"{what}: a field has a type the API server would not accept ({type(error).__name__}: {error}); fix it"
+        ) from error
 
 
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
@@ -177,7 +255,17 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
             "your workloads. Exit 0 clean, 1 violations, 2 invalid input."
         ),
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="YAML file, directory of *.yaml/*.yml, or - (stdin)")
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="YAML/JSON file, directory of *.json/*.yaml/*.yml, or - (stdin)"
+    )
+    parser.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="the platform's objects (build/<stack>/manifests.yaml); repeatable. With it, tiers, LocalQueues and "
+        "entitlements come only from these files, and PATHs may not declare them",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default text)")
     parser.add_argument(
         "--namespace", default="default", help="namespace of workloads that set none, as kubectl -n (default: default)"
@@ -186,12 +274,22 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     args = parser.parse_args(argv)
     out = stdout or sys.stdout
     try:
-        config = _read_config(args.config)
-        objects = load_objects(args.paths, args.namespace, stdin)
+        config = read_config(args.config, platform=bool(args.platform))
+        platform = load_objects(args.platform, args.namespace) if args.platform else []
+        given = (team_objects if args.platform else load_objects)(args.paths, args.namespace, stdin)
+        if not given:
+            raise InputError(f"{', '.join(args.paths)}: no Kubernetes object to check (empty input)")
+        objects = platform + given
+        if not args.platform and {o.kind in PLATFORM_KINDS for o in given} == {True, False}:
+            print(
+                "note: without --platform every file may declare tiers, LocalQueues and entitlements; in team CI "
+                "give the platform's manifests with --platform so that only they decide",
+                file=sys.stderr,
+            )
+        reports = check_objects(objects, config)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INVALID
-    reports = check_objects(objects, config)
     if args.format == "json":
         json.dump({"checked": len(objects), "violations": [r.as_json() for r in reports]}, out, indent=2)
         out.write("\n")

@@ -13,7 +13,7 @@ from components.admission import admission_objects
 from components.config import ConfigError, parse_platform_config
 from components.config.resolved import effective_local_queues
 from components.workloads import TpuJobSetSpec, tpu_jobset
-from policies.rules.tpu_workloads import ADMISSION_KINDS
+from policies.admission import POLICY_KINDS, POLICY_NAME, SYSTEM_NAMESPACES
 from tests.conftest import STACKS, stack_run
 from tests.platform_builders import platform, stack_config
 from tests.policies.admission_cel import evaluate
@@ -28,8 +28,9 @@ KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 def admission(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The stack's policies and bindings: one of each per checked kind, each binding naming its policy."""
-    policies, bindings = ([o for o in objects if o["kind"] == kind] for kind in KINDS)
-    assert len(policies) == len(bindings) == len(ADMISSION_KINDS)
+    ours = [o for o in objects if o["metadata"]["name"].startswith(POLICY_NAME)]  # not the reconciler's state guard
+    policies, bindings = ([o for o in ours if o["kind"] == kind] for kind in KINDS)
+    assert len(policies) == len(bindings) == len(POLICY_KINDS)
     assert [b["spec"]["policyName"] for b in bindings] == [p["metadata"]["name"] for p in policies]
     return policies, bindings
 
@@ -44,7 +45,7 @@ def stack_platform(stack: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_stack_deploys_a_valid_policy_bound_to_its_team_namespaces(stack: str) -> None:
+def test_every_stack_deploys_a_valid_policy_bound_to_every_namespace_but_the_system_ones(stack: str) -> None:
     policies, bindings = admission(kubernetes_objects(stack_run(stack).resources))
     config = parse_platform_config(stack_platform(stack))
     matched = []
@@ -53,9 +54,14 @@ def test_every_stack_deploys_a_valid_policy_bound_to_its_team_namespaces(stack: 
         assert_valid_builtin(binding)
         assert binding["spec"]["validationActions"] == [config.admission_policy.action]
         (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-        assert selector["values"] == sorted({q.namespace for q in effective_local_queues(config.queues)})
+        # Every namespace is checked, with or without a LocalQueue, but GKE's, Kubernetes' and the platform's own.
+        assert selector["operator"] == "NotIn"
+        unchecked = {*SYSTEM_NAMESPACES, config.kueue.namespace, config.jobset.namespace}
+        assert set(selector["values"]) - unchecked <= {config.hotswap.namespace}
+        assert not {q.namespace for q in effective_local_queues(config.queues)} & set(selector["values"])
         validations = " ".join(v["expression"] for v in policy["spec"]["validations"])
-        for tier in config.priorities:
+        kind = policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0]
+        for tier in config.priorities if kind in ("jobs", "jobsets") else ():
             assert f"'{tier.name}'" in validations
         for validation in policy["spec"]["validations"]:
             assert "\n" not in validation["message"] and validation["messageExpression"]
@@ -64,7 +70,16 @@ def test_every_stack_deploys_a_valid_policy_bound_to_its_team_namespaces(stack: 
         assert f"system:serviceaccount:{config.jobset.namespace}:" in exempt
         (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
         matched += rule["resources"]
-    assert sorted(matched) == ["jobs", "jobsets", "pods"]
+    assert sorted(matched) == [
+        "cronjobs",
+        "daemonsets",
+        "deployments",
+        "jobs",
+        "jobsets",
+        "pods",
+        "replicasets",
+        "statefulsets",
+    ]
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -72,9 +87,12 @@ def test_policy_is_created_after_kueue_jobset_tiers_and_queues(stack: str) -> No
     run = stack_run(stack)
     by_urn = {r.urn: r for r in run.resources}
     policies = [
-        r for r in run.resources if r.type == "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+        r
+        for r in run.resources
+        if r.type == "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+        and r.inputs["metadata"]["name"].startswith(POLICY_NAME)
     ]
-    assert len(policies) == len(ADMISSION_KINDS)
+    assert len(policies) == len(POLICY_KINDS)
     for policy in policies:
         component = by_urn[str(policy.parent)]
         assert component.type == "gke-tpu-priority:index:TpuAdmissionPolicy"
@@ -118,7 +136,11 @@ def test_policy_admits_the_packages_own_jobsets_and_refuses_broken_ones(stack: s
 
 def test_policy_can_be_turned_off_or_softened() -> None:
     off = run_program("no-admission", stack_config(platform(admissionPolicy={"enabled": False})))
-    assert not [o for o in kubernetes_objects(off.resources) if o["kind"] in KINDS]
+    assert not [
+        o
+        for o in kubernetes_objects(off.resources)
+        if o["kind"] in KINDS and o["metadata"]["name"].startswith(POLICY_NAME)
+    ]
     assert not [r for r in off.resources if r.type == "gke-tpu-priority:index:TpuAdmissionPolicy"]
     for action in ("Warn", "Audit"):
         for _, _, binding in admission_objects(parse_platform_config(platform(admissionPolicy={"action": action}))):

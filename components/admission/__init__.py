@@ -11,11 +11,17 @@ import pulumi
 from components import tpu_shapes
 from components.config import PlatformConfig, parse_platform_config
 from components.config.resolved import effective_local_queues
+from components.config.tenancy import namespace_entitlements, protecting_namespaces
 from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.schema_types import PlatformConfig as PlatformSettings
-from policies.admission import AdmissionSettings, validating_admission_policy, validating_admission_policy_binding
+from policies.admission import (
+    POLICY_KINDS,
+    SYSTEM_NAMESPACES,
+    AdmissionSettings,
+    validating_admission_policy,
+    validating_admission_policy_binding,
+)
 from policies.rules.base import AdmissionContext
-from policies.rules.tpu_workloads import ADMISSION_KINDS
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuAdmissionPolicy"
 
@@ -38,11 +44,16 @@ def admission_settings(config: PlatformConfig) -> AdmissionSettings:
         exclusive_topology_key=tpu_shapes.NODEPOOL_LABEL,
         # A preemptor needs a strictly lower-priority victim: hotswap protects every tier above the lowest.
         hotswap_tiers=tuple(t.name for t in tiers if t.value > lowest),
+        entitlements=namespace_entitlements(config.teams, config.priorities),
+        # Without teams, nobody is restricted (as before teams existed); with them, only teams allowed to.
+        protecting_namespaces=protecting_namespaces(config.teams) if config.teams else None,
     )
     return AdmissionSettings(
         context=context,
         controller_namespaces=(config.kueue.namespace, config.jobset.namespace),
         action=config.admission_policy.action,
+        exempt_namespaces=(*SYSTEM_NAMESPACES, *config.admission_policy.exempt_namespaces),
+        platform_namespaces=(config.hotswap.namespace,) if config.hotswap.enabled else (),
     )
 
 
@@ -51,7 +62,7 @@ def admission_objects(config: PlatformConfig) -> list[tuple[str, dict[str, Any],
     settings = admission_settings(config)
     return [
         (kind, validating_admission_policy(settings, kind), validating_admission_policy_binding(settings, kind))
-        for kind in ADMISSION_KINDS
+        for kind in POLICY_KINDS
     ]
 
 

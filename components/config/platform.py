@@ -24,6 +24,7 @@ from components.config.kueue import JobSetSettings, KueueSettings
 from components.config.priorities import PriorityTier, default_tiers
 from components.config.queues import LADDER_ORDER, RESERVED_NAMESPACES, ClusterQueueSpec, QueuesConfig
 from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
+from components.config.tenancy import TeamSpec, team_problems
 from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
 
 CONFIG_KEY = "platform"
@@ -64,6 +65,13 @@ class PlatformConfig(ConfigModel):
     hotswap: HotswapSettings = Field(default_factory=HotswapSettings, description="The hotswap reconciler.")
     admission_policy: AdmissionPolicySettings = Field(
         default_factory=AdmissionPolicySettings, description="The admission policy for TPU workloads."
+    )
+    teams: list[TeamSpec] = Field(
+        default_factory=list,
+        description="Teams sharing the cluster: their namespaces, the highest tier each may use (`maxTier`), "
+        "whether they may protect JobSets from hotswap eviction, and the groups and users bound to the team role "
+        "there. Unset: no entitlements and no team RoleBindings (every namespace with a LocalQueue may use every "
+        "tier). Set: every namespace with a LocalQueue belongs to exactly one team.",
     )
 
     @property
@@ -124,6 +132,14 @@ class PlatformConfig(ConfigModel):
         problems += self._priority_problems()
         if not problems:
             problems += self._queue_problems()
+            problems += team_problems(self.teams, self.priorities, effective_local_queues(self.queues))
+            exempt = set(self.admission_policy.exempt_namespaces)
+            for i, lq in enumerate(effective_local_queues(self.queues)):
+                if lq.namespace in exempt:
+                    problems.append(
+                        f".admissionPolicy.exemptNamespaces: {lq.namespace!r} has a LocalQueue "
+                        f"(queues.localQueues[{i}]); team namespaces are always checked, so remove it from the list"
+                    )
         for j, zone in enumerate(self.system_pool.zones):
             if not zone.startswith(f"{self.region}-"):
                 problems.append(f".systemPool.zones[{j}]: {zone!r} is not in region {self.region!r}")

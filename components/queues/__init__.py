@@ -7,6 +7,7 @@ import pulumi
 from components.config import parse_platform_config
 from components.config.queues import RESERVED_NAMESPACES
 from components.config.resolved import effective_cluster_queues, effective_local_queues
+from components.config.tenancy import allowed_tiers
 from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
 from components.queues.objects import (
     TEAM_NAMESPACE_LABELS,
@@ -16,6 +17,7 @@ from components.queues.objects import (
     resource_flavor,
 )
 from components.queues.provisioning import admission_check, cluster_queue_extras, provisioning_request_config
+from components.queues.team_access import team_cluster_role, team_role_bindings
 from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuQueues"
@@ -92,13 +94,26 @@ class TpuQueues(pulumi.ComponentResource):
                     pulumi.ResourceOptions(parent=self, depends_on=outer, protect=config.protect),
                 )
         self.local_queue_objects: list[KubernetesObject] = []
+        teams = {ns: team for team in config.teams for ns in team.namespaces}
         for lq in local_specs:
             deps: list[pulumi.Resource] = [self.cluster_queues[lq.cluster_queue]]
             if lq.namespace in self.namespaces:
                 deps.append(self.namespaces[lq.namespace])
-            self.local_queue_objects.append(
-                KubernetesObject(f"{name}-lq-{lq.namespace}-{lq.name}", local_queue(lq), fixed(*deps))
+            team = teams.get(lq.namespace)
+            body = (
+                local_queue(lq, allowed_tiers(team, config.priorities), team.may_protect)
+                if team is not None
+                else local_queue(lq)
             )
+            self.local_queue_objects.append(KubernetesObject(f"{name}-lq-{lq.namespace}-{lq.name}", body, fixed(*deps)))
+        # The team role and its bindings: only for stacks that declare teams with groups or users.
+        bindings = [b for team in config.teams for b in team_role_bindings(team)]
+        if bindings:
+            role = KubernetesObject(f"{name}-team-role", team_cluster_role(), fixed())
+            for binding in bindings:
+                ns = binding["metadata"]["namespace"]
+                deps = [role, *([self.namespaces[ns]] if ns in self.namespaces else [])]
+                KubernetesObject(f"{name}-team-{ns}-binding", binding, fixed(*deps))
         self.cluster_queue_names = pulumi.Output.from_input(sorted(self.cluster_queues))
         self.local_queues = pulumi.Output.from_input([f"{lq.namespace}/{lq.name}" for lq in local_specs])
         self.register_outputs({"cluster_queue_names": self.cluster_queue_names, "local_queues": self.local_queues})

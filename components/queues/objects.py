@@ -8,6 +8,7 @@ from components import tpu_shapes
 from components.config.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
 from components.config.resolved import Flavor
 from components.config.tpu import GKE_QUEUED_KEY
+from policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -114,10 +115,20 @@ def admission_check(name: str, controller: str, parameters_kind: str) -> dict[st
     }
 
 
-def local_queue(spec: LocalQueueSpec) -> dict[str, Any]:
+def local_queue(
+    spec: LocalQueueSpec, allowed_tiers: tuple[str, ...] | None = None, may_protect: bool = True
+) -> dict[str, Any]:
+    """A LocalQueue; with ``allowed_tiers`` (its namespace's team entitlement) it carries the entitlement as
+    annotations, so ``python -m policies.check`` and the pack read it from the platform's own objects."""
+    metadata: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "labels": dict(MANAGED_BY)}
+    if allowed_tiers is not None:
+        metadata["annotations"] = {
+            ALLOWED_TIERS_ANNOTATION: ",".join(allowed_tiers),
+            MAY_PROTECT_ANNOTATION: "true" if may_protect else "false",
+        }
     return {
         "apiVersion": KUEUE_API,
         "kind": "LocalQueue",
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(MANAGED_BY)},
+        "metadata": metadata,
         "spec": {"clusterQueue": spec.cluster_queue},
     }

@@ -10,6 +10,7 @@ from components.config import parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.reconciler import objects
 from components.reconciler.image import build_image
+from components.reconciler.state_guard import state_guard_binding, state_guard_policy
 from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:HotswapReconciler"
@@ -69,6 +70,9 @@ class HotswapReconciler(pulumi.ComponentResource):
         declare("pdb", objects.pod_disruption_budget(config), ns)
         declare("metrics", objects.metrics_service(config), ns)
         declare("networkpolicy", objects.network_policy(config), ns)
+        # Only the reconciler writes its state on Workloads (who wrote it decides, not what it says).
+        guard = declare("state-guard", state_guard_policy(config))
+        declare("state-guard-binding", state_guard_binding(config), guard)
         self.namespace = pulumi.Output.from_input(config.hotswap.namespace)
         self.image = pulumi.Output.from_input(image)
         self.register_outputs({"namespace": self.namespace, "image": self.image})

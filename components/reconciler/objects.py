@@ -8,6 +8,7 @@ import yaml
 
 from components.cluster.node_pools import system_node_selector
 from components.config import PlatformConfig
+from components.config.tenancy import namespace_max_priority, protecting_namespaces
 from components.priorities import controller_priority_class
 from components.reconciler.sizing import reconciler_resources
 from hotswap.config import HotswapConfig
@@ -49,6 +50,10 @@ def reconciler_config(config: PlatformConfig) -> dict[str, Any]:
     if preempting and any(not t.preempts for t in config.priorities):
         # Tiers declared `preempts: false` sit below every tier that may (validated), so one floor says it all.
         data["preemptorMinPriority"] = min(preempting)
+    if config.teams:
+        # Defence in depth behind the admission policy: the reconciler enforces the same entitlements.
+        data["maxPreemptorPriority"] = namespace_max_priority(config.teams, config.priorities)
+        data["protectNamespaces"] = list(protecting_namespaces(config.teams))
     HotswapConfig.model_validate(data)
     return data
 

@@ -62,6 +62,7 @@ NODE_SELECTOR = "TPU JobSet with node-selector exclusive placement (static): nev
 OTHER_CONTROLLER = "TPU JobSet managed by another controller: never a preemptor or victim"
 NO_OWNER = "Workload without an owner JobSet uid: not attributed to any JobSet"
 NOT_ADMITTED = "JobSet with pods on slices but its Workload not Admitted: never a preemptor or victim"
+OTHER_NAMESPACE = "Workload owned by a JobSet of another namespace: not attributed to it"
 _EPOCH = datetime.fromtimestamp(0).astimezone()
 _DEFAULT_CONTROLLERS = (None, "", DEFAULT_JOBSET_CONTROLLER)
 _NO_POOLS: frozenset[str] = frozenset()
@@ -319,6 +320,11 @@ class World:
         return tuple(t for t in history if t > window_start)
 
     def protected(self, unit: Unit) -> bool:
+        """The protect annotation, honoured only where the platform lets the team set it (`protectNamespaces`):
+        whoever can write a JobSet can write its annotations, so where it lives decides, not what it says."""
+        allowed = self.config.protect_namespaces
+        if allowed is not None and unit.jobset.namespace not in allowed:
+            return False
         key = self.keys.protect
         annotations = unit.jobset.annotations
         if key in annotations and is_true(annotations, key):
@@ -394,6 +400,29 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             owner_uid = candidate.owner_jobset_uid
             if owner_uid is None:
                 excluded.setdefault(NO_OWNER, []).append(candidate.key)
+                continue
+            current = workload_by_owner.get(owner_uid)
+            if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
+                workload_by_owner[owner_uid] = candidate
+
+    # A Workload speaks for the JobSet that owns it only from the JobSet's own namespace: owner references across
+    # namespaces are invalid in Kubernetes, and one written in another namespace (a decoy) must not stand in for the
+    # real Workload, whose hold or operation it would replace.
+    owner_namespace = {js.uid: js.namespace for js in snapshot.jobsets}
+    strays = [
+        w
+        for w in workload_by_owner.values()
+        if w.namespace != owner_namespace.get(w.owner_jobset_uid or "", w.namespace)
+    ]
+    if strays:
+        stray_ids = {id(wl) for wl in strays}
+        workload_by_owner = {}
+        for candidate in workloads:
+            owner_uid = candidate.owner_jobset_uid
+            if owner_uid is None:
+                continue
+            if id(candidate) in stray_ids or candidate.namespace != owner_namespace.get(owner_uid, candidate.namespace):
+                excluded.setdefault(OTHER_NAMESPACE, []).append(candidate.key)
                 continue
             current = workload_by_owner.get(owner_uid)
             if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
@@ -775,6 +804,13 @@ def may_not_preempt(world: World, unit: Unit) -> bool:
     return floor is not None and unit.workload is not None and (unit.workload.priority or 0) < floor
 
 
+def above_entitlement(world: World, unit: Unit) -> bool:
+    """A JobSet whose Workload priority is above its namespace's entitlement (`maxPreemptorPriority`): it got in
+    before the admission rule existed, or around it, and never preempts on the strength of that tier."""
+    ceiling = world.config.max_preemptor_priority.get(unit.jobset.namespace)
+    return ceiling is not None and unit.workload is not None and unit.kueue_priority > ceiling
+
+
 def on_request_capacity(world: World, unit: Unit) -> bool:
     """The unit runs (or, per a recently departed pod, ran) on a slice made for a GKE ProvisioningRequest.
 
@@ -806,6 +842,8 @@ def preemptor_refusal(world: World, unit: Unit) -> str | None:
         return "held as a victim"
     if may_not_preempt(world, unit):
         return "its tier may not preempt (preemptorMinPriority)"
+    if above_entitlement(world, unit):
+        return "its priority is above its namespace's entitlement (maxPreemptorPriority)"
     if unit.cluster_queue is not None and unit.cluster_queue.uses_tas:
         return "TAS ClusterQueue (Kueue replaces failed nodes itself)"
     if not unit.movable:

@@ -8,6 +8,7 @@
 | | queued flavors covered, worker quota |
 | ``tpu_workloads`` | JobSets/Jobs/Pods on TPU: queue, priority tier, exclusive slices, v6e shape (also in CEL) |
 | ``hotswap_readiness`` | TPU JobSets of tiers hotswap protects survive the restart that moves them (also in CEL) |
+| ``tenancy`` | TPU only through Kueue, no nodeName, tier entitlements, who may opt out of hotswap (also in CEL) |
 | ``gke`` | TPU node pool placement, node identity and cluster hardening (Pulumi resources only) |
 | ``reconciler_hardening`` | restricted pod security, least-privilege RBAC |
 
@@ -28,6 +29,7 @@ from . import (
     kueue_objects,
     priority_tiers,
     reconciler_hardening,
+    tenancy,
     tpu_workloads,
 )
 from .base import GcpRule, ObjectRule, PictureRule, Rule
@@ -38,6 +40,7 @@ RULES: tuple[Rule, ...] = (
     *admission_checks.RULES,
     *tpu_workloads.RULES,
     *hotswap_readiness.RULES,
+    *tenancy.RULES,
     *gke.RULES,
     *reconciler_hardening.RULES,
 )

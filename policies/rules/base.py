@@ -239,13 +239,15 @@ def of_kind(objects: Iterable[KubeObject], kind: str, group: str | None = None) 
 
 
 def pod_templates(obj: KubeObject) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(where, pod template) pairs of a JobSet, a workload with a pod template, or a Pod (itself)."""
+    """(where, pod template) pairs of a JobSet, a workload with a pod template, a CronJob, or a Pod (itself)."""
     if obj.kind == "JobSet":
         for index, job in enumerate(items(dig(obj.manifest, "spec", "replicatedJobs"))):
             where = f"replicatedJobs[{dig(job, 'name', default=index)}]"
             yield where, mapping(dig(job, "template", "spec", "template"))
     elif obj.kind in ("Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"):
         yield "template", mapping(dig(obj.manifest, "spec", "template"))
+    elif obj.kind == "CronJob":
+        yield "jobTemplate", mapping(dig(obj.manifest, "spec", "jobTemplate", "spec", "template"))
     elif obj.kind == "Pod":
         yield "pod", obj.manifest
 
@@ -256,10 +258,24 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 TPU_RESOURCE = "google.com/tpu"
 
 
+TPU_TAINT_KEY = "google.com/tpu"
+"""The taint GKE puts on every TPU node: only pods that tolerate it are scheduled there."""
+
+
+def tolerates_tpu(toleration: Any) -> bool:
+    """A toleration of GKE's TPU taint: its key, or no key with ``Exists`` (which tolerates every taint)."""
+    key = str(dig(toleration, "key", default="") or "")
+    return key == TPU_TAINT_KEY or (key == "" and dig(toleration, "operator") == "Exists")
+
+
 def pod_targets_tpu(template: Mapping[str, Any]) -> bool:
-    """True when a pod asks for TPU nodes (accelerator selector) or TPU chips (resources)."""
+    """True when a pod can reach TPU nodes or chips: it asks for chips (resources), selects TPU nodes
+    (accelerator selector), tolerates the TPU taint, or names a node (``spec.nodeName`` bypasses the scheduler
+    and with it the taint; which node it names cannot be told from the object)."""
     spec = mapping(dig(template, "spec"))
     if TPU_ACCELERATOR_LABEL in mapping(dig(spec, "nodeSelector")):
+        return True
+    if dig(spec, "nodeName") or any(tolerates_tpu(t) for t in items(dig(spec, "tolerations"))):
         return True
     for container in items(dig(spec, "containers")) + items(dig(spec, "initContainers")):
         resources = mapping(dig(container, "resources"))
@@ -271,11 +287,6 @@ def pod_targets_tpu(template: Mapping[str, Any]) -> bool:
 def targets_tpu(obj: KubeObject) -> bool:
     """True when any of the object's pods targets TPU (see :func:`pod_targets_tpu`)."""
     return any(pod_targets_tpu(template) for _, template in pod_templates(obj))
-
-
-def controller_owned(obj: KubeObject) -> bool:
-    """True for objects a controller made (a JobSet's Jobs, a Job's Pods): their owner is what gets checked."""
-    return any(dig(ref, "controller") is True for ref in items(dig(obj.manifest, "metadata", "ownerReferences")))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -390,6 +401,10 @@ class AdmissionContext:
     exclusive_topology_key: str = "cloud.google.com/gke-nodepool"
     hotswap_tiers: tuple[str, ...] = ()
     """Tiers whose JobSets hotswap protects (every tier above the lowest)."""
+    entitlements: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Namespace -> the tiers its workloads may use (the stack's teams); a namespace not listed may use every tier."""
+    protecting_namespaces: tuple[str, ...] | None = None
+    """Namespaces whose teams may set the reconciler's protect annotation; None: every namespace (no teams)."""
 
 
 @dataclass(frozen=True)

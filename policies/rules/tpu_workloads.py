@@ -18,6 +18,7 @@ from .base import (
     INSTANCE_TYPE_LABEL,
     TPU_ACCELERATOR_LABEL,
     TPU_RESOURCE,
+    TPU_TAINT_KEY,
     TPU_TOPOLOGY_LABEL,
     AdmissionContext,
     CelValidation,
@@ -29,7 +30,6 @@ from .base import (
     as_number,
     cel_list,
     cel_string,
-    controller_owned,
     dig,
     items,
     mapping,
@@ -42,7 +42,8 @@ from .kueue_objects import declared_local_queues
 from .priority_tiers import declared_tiers
 
 FAMILY = "TPU workloads"
-WORKLOAD_KINDS = frozenset({"JobSet", "Job", "Pod"})
+WORKLOAD_KINDS = frozenset({"JobSet", "Job"})
+"""The TPU workload kinds: those Kueue manages here (its JobSet and batch/job integrations; pods go nowhere else)."""
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -168,9 +169,15 @@ def _targets_tpu_cel(spec: str) -> str:
             f"{_has_key(f'{_RESOURCES}.requests', TPU_RESOURCE)}))"
         )
 
+    key = "(has(t.key) ? t.key : '')"
+    tolerates = (
+        f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, {key} == {cel_string(TPU_TAINT_KEY)} || "
+        f"({key} == '' && has(t.operator) && t.operator == 'Exists')))"
+    )
     return (
         f"({_has_key(f'{spec}.nodeSelector', TPU_ACCELERATOR_LABEL)} || {asks(f'{spec}.containers')} || "
-        f"(has({spec}.initContainers) && {asks(f'{spec}.initContainers')}))"
+        f"(has({spec}.initContainers) && {asks(f'{spec}.initContainers')}) || {tolerates} || "
+        f"(has({spec}.nodeName) && {spec}.nodeName != ''))"
     )
 
 
@@ -187,8 +194,17 @@ def _multi_host_cel(record: str) -> str:
     )
 
 
-ADMISSION_KINDS = ("JobSet", "Job", "Pod")
-"""The kinds the admission policies check, one policy each so every expression is typed by one schema."""
+ADMISSION_KINDS = ("JobSet", "Job")
+"""The workload kinds the admission policies check, one policy each so every expression is typed by one schema."""
+FORBIDDEN_TPU_KINDS = ("Pod", "Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "CronJob")
+"""Kinds Kueue does not manage here (its pod integration is off): they may not reach TPU at all (one policy each)."""
+_TEMPLATE_SPEC = {
+    "Deployment": "object.spec.template",
+    "StatefulSet": "object.spec.template",
+    "ReplicaSet": "object.spec.template",
+    "DaemonSet": "object.spec.template",
+    "CronJob": "object.spec.jobTemplate.spec.template",
+}
 
 
 def _has_pod_spec(job: str) -> str:
@@ -209,6 +225,7 @@ def _template_fields(kind: str, job: str, spec: str) -> dict[str, str]:
     """
     fields = {
         "priorityClass": f"string(has({spec}.priorityClassName) ? {spec}.priorityClassName : '')",
+        "nodeName": f"string(has({spec}.nodeName) ? {spec}.nodeName : '')",
         "tpu": _flag(_targets_tpu_cel(spec)),
         "key": f"string({_shape_key_cel(spec)})",
         "topology": (
@@ -267,11 +284,26 @@ def _pod_specs_cel(kind: str) -> str:
         )
     if kind == "Job":
         return f"({_has_pod_spec('object')} ? [object.spec.template.spec] : [])"
+    if kind in _TEMPLATE_SPEC:
+        template = _TEMPLATE_SPEC[kind]
+        parts = template.split(".")
+        present = " && ".join(f"has({'.'.join(parts[:i])})" for i in range(2, len(parts) + 1))
+        return f"({present} && has({template}.spec) ? [{template}.spec] : [])"
     return "(has(object.spec) ? [object.spec] : [])"
+
+
+def _ref_cel(kind: str) -> str:
+    return (
+        f"{cel_string(kind + ' ')} + request.namespace + '/' + (has(object.metadata.name) && "
+        "object.metadata.name != '' ? object.metadata.name : (has(object.metadata.generateName) ? "
+        "object.metadata.generateName + '*' : '?'))"
+    )
 
 
 def admission_variables(kind: str) -> list[tuple[str, str]]:
     """(name, expression) of the ``kind`` policy's variables, in order (later ones use earlier ones)."""
+    if kind in FORBIDDEN_TPU_KINDS:
+        return [("ref", _ref_cel(kind))]
     return [
         ("labels", "has(object.metadata.labels) ? object.metadata.labels : {}"),
         ("annotations", "has(object.metadata.annotations) ? object.metadata.annotations : {}"),
@@ -288,18 +320,15 @@ def admission_variables(kind: str) -> list[tuple[str, str]]:
         ("shapeVms", _cel_map(shape_vms())),
         ("templates", templates_cel(kind)),
         ("shapes", shapes_cel(kind)),
-        (
-            "ref",
-            f"{cel_string(kind + ' ')} + request.namespace + '/' + (has(object.metadata.name) && "
-            "object.metadata.name != '' ? object.metadata.name : (has(object.metadata.generateName) ? "
-            "object.metadata.generateName + '*' : '?'))",
-        ),
+        ("ref", _ref_cel(kind)),
     ]
 
 
-def tpu_workload_match_cel(kind: str) -> str:
-    """True for a TPU workload of ``kind`` (the policy's match condition)."""
-    return f"{_pod_specs_cel(kind)}.exists(s, {_targets_tpu_cel('s')})"
+def tpu_workload_match_cel(kind: str, root: str = "object") -> str:
+    """True when the pods of ``root`` (``object``, or ``oldObject`` on update) can reach TPU: the policy's match
+    condition."""
+    specs = _pod_specs_cel(kind) if root == "object" else _pod_specs_cel(kind).replace("object.", f"{root}.")
+    return f"{specs}.exists(s, {_targets_tpu_cel('s')})"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -307,11 +336,9 @@ def tpu_workload_match_cel(kind: str) -> str:
 
 
 def is_tpu_workload(obj: KubeObject) -> bool:
-    return (
-        obj.kind in WORKLOAD_KINDS
-        and not controller_owned(obj)
-        and any(pod_targets_tpu(t) for _, t in pod_templates(obj))
-    )
+    """A JobSet, Job or Pod whose pods can reach TPU. Whatever ``ownerReferences`` it claims: any user can write
+    those, so in the cluster what a controller made is told by who sends it (see policies.admission)."""
+    return obj.kind in WORKLOAD_KINDS and any(pod_targets_tpu(t) for _, t in pod_templates(obj))
 
 
 def _labels(obj: KubeObject) -> Mapping[str, Any]:

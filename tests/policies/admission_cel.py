@@ -23,6 +23,12 @@ RESOURCES = {
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     "Job": ("batch", "v1", "jobs"),
     "Pod": ("", "v1", "pods"),
+    "Deployment": ("apps", "v1", "deployments"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "ReplicaSet": ("apps", "v1", "replicasets"),
+    "DaemonSet": ("apps", "v1", "daemonsets"),
+    "CronJob": ("batch", "v1", "cronjobs"),
+    "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
 }
 
 
@@ -71,8 +77,8 @@ def _namespace_selected(binding: Mapping[str, Any], namespace: str) -> bool:
     if selector is None:
         return True
     for expression in selector.get("matchExpressions", []):
-        assert expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] == "In"
-        if namespace not in expression["values"]:
+        assert expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] in ("In", "NotIn")
+        if (namespace in expression["values"]) != (expression["operator"] == "In"):
             return False
     return True
 

@@ -317,8 +317,11 @@ def test_the_single_policy_for_three_kinds_fails_for_each_kind(checker: TypeChec
 SETTINGS = admission.AdmissionSettings(
     AdmissionContext(
         tiers=("training-high", "training-low"),
-        local_queues={"team-a": ("training",)},
+        local_queues={"team-a": ("training",), "team-b": ("training",)},
         hotswap_tiers=("training-high",),
+        # With teams: the entitlement and protect validations are generated, and type-checked, too.
+        entitlements={"team-a": ("training-high", "training-low"), "team-b": ("training-low",)},
+        protecting_namespaces=("team-a",),
     ),
     controller_namespaces=("kueue-system", "jobset-system"),
 )
@@ -360,3 +363,16 @@ def test_the_server_environment_has_no_cel_bind_and_only_homogeneous_literals(ch
     assert [i.message for i in check_expression("{'a': true, 'b': 'x'}", runtime).issues] == [
         "expected type 'bool' but found 'string'"
     ]
+
+
+def test_the_multi_tenancy_validations_are_among_those_checked() -> None:
+    """The generated policies above carry the entitlement, protect, nodeName and through-Kueue validations."""
+    messages = {
+        p.values[0]["metadata"]["name"]: " ".join(v["message"] for v in p.values[0]["spec"]["validations"])
+        for p in GENERATED
+    }
+    jobsets = messages["gke-tpu-priority-tpu-workloads-jobsets"]
+    assert "[tpu-workload-tier-entitled]" in jobsets and "[hotswap-protect-entitled]" in jobsets
+    assert "[tpu-workload-no-node-name]" in messages["gke-tpu-priority-tpu-workloads-jobs"]
+    for kind in ("pods", "deployments", "statefulsets", "replicasets", "daemonsets", "cronjobs"):
+        assert messages[f"gke-tpu-priority-tpu-workloads-{kind}"].startswith("[tpu-only-through-kueue]")

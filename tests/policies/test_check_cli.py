@@ -165,18 +165,42 @@ def test_stdin_directories_and_default_namespace(build_dir: Path, tmp_path: Path
 
 
 def test_advisory_and_disabled_rules_from_a_pack_config(build_dir: Path, tmp_path: Path) -> None:
-    jobset = team_jobset("dev")
-    jobset["metadata"].pop("annotations")
-    paths = [str(manifests("dev", build_dir)), write(tmp_path, jobset)]
+    """--config tunes the rules the cluster does not enforce; those it enforces it may not lower."""
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "LocalQueue",
+        "metadata": {"name": "old", "namespace": "x"},
+        "spec": {"clusterQueue": "tpu-training"},
+    }
+    paths = [str(manifests("dev", build_dir)), write(tmp_path, queue)]
+    assert run(paths)[0] == 1
     config = tmp_path / "policy-config.json"
-    config.write_text(json.dumps({"jobset-v1alpha2-tpu-multi-host-exclusive-topology": "advisory"}))
+    config.write_text(json.dumps({"kueue-require-v1beta2": "advisory"}))
     code, out = run(paths, "--config", str(config))
     assert code == 0 and "[advisory]" in out and "0 blocking" in out
-    config.write_text(json.dumps({"all": "disabled"}))
-    assert run(paths, "--config", str(config)) == (
-        0,
-        f"No violations; {len(check.load_objects(paths))} object(s) checked.\n",
-    )
+    config.write_text(json.dumps({"kueue-require-v1beta2": "disabled"}))
+    assert run(paths, "--config", str(config))[0] == 0
+
+
+@pytest.mark.parametrize(
+    "lowering",
+    [
+        {"all": "disabled"},
+        {"all": "advisory"},
+        {"jobset-v1alpha2-tpu-multi-host-exclusive-topology": "advisory"},
+        {"tpu-workload-tier-entitled": {"enforcementLevel": "disabled"}},
+    ],
+)
+def test_a_config_cannot_lower_what_the_cluster_enforces(
+    lowering: dict[str, Any], build_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobset = team_jobset("dev")
+    jobset["metadata"].pop("annotations")
+    config = tmp_path / "policy-config.json"
+    config.write_text(json.dumps(lowering))
+    assert run([str(manifests("dev", build_dir)), write(tmp_path, jobset)], "--config", str(config))[0] == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {config}: ") and "the cluster's admission policy enforces it" in err
 
 
 @pytest.mark.parametrize(

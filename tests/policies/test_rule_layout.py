@@ -24,6 +24,7 @@ def test_every_rule_has_one_family_and_one_pack_policy() -> None:
         "TPU workloads",
         "GKE",
         "reconciler hardening",
+        "multi-tenancy",
     }
     assert [p.name for p in rules.ALL] == [
         *(r.name for r in rules.RULES if not isinstance(r, rules.PictureRule)),
@@ -31,10 +32,10 @@ def test_every_rule_has_one_family_and_one_pack_policy() -> None:
     ]
 
 
-def test_every_tpu_workload_rule_has_an_in_cluster_form() -> None:
-    workload = {r.name for r in rules.RULES if r.family == "TPU workloads"}
+def test_every_tpu_workload_and_tenancy_rule_has_an_in_cluster_form() -> None:
+    workload = {r.name for r in rules.RULES if r.family in ("TPU workloads", "multi-tenancy")}
     assert workload == {r.name for r in rules.ADMISSION_RULES}
-    assert len(workload) == 7
+    assert len(workload) == 11
 
 
 def test_the_pack_loads_the_way_the_policy_host_loads_it() -> None:

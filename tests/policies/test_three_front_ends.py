@@ -13,7 +13,8 @@ import pytest
 from policies import rules
 from policies.admission import AdmissionSettings, validating_admission_policies, validating_admission_policy_bindings
 from policies.check import check_objects
-from policies.rules.base import AdmissionContext, manifest_object
+from policies.rules.base import AdmissionContext, manifest_object, pod_templates
+from policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
 from tests.policies.admission_cel import Outcome, evaluate
 from tests.support.admission_rules import admission_problems as jobset_webhook_problems
 from tests.support.crd_validation import assert_valid
@@ -21,6 +22,7 @@ from tests.support.kube_schemas import assert_valid_builtin
 
 TIERS = {"training-high": 2_000_000, "training-low": 1_000_000}
 NAMESPACE, QUEUE = "team-a", "training"
+ENTITLEMENTS = {NAMESPACE: ("training-high", "training-low"), "team-b": ("training-low",)}
 WORKLOAD_RULES = {r.name for r in rules.ADMISSION_RULES}
 
 PLATFORM: list[dict[str, Any]] = [
@@ -46,15 +48,30 @@ PLATFORM: list[dict[str, Any]] = [
             ],
         },
     },
-    {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "LocalQueue",
-        "metadata": {"name": QUEUE, "namespace": NAMESPACE},
-        "spec": {"clusterQueue": "tpu-training"},
-    },
+    # Two teams, as the stack declares them: team-a entitled to every tier, team-b only to training-low; neither
+    # may protect its JobSets from hotswap.
+    *(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {
+                "name": QUEUE,
+                "namespace": ns,
+                "annotations": {ALLOWED_TIERS_ANNOTATION: ",".join(allowed), MAY_PROTECT_ANNOTATION: "false"},
+            },
+            "spec": {"clusterQueue": "tpu-training"},
+        }
+        for ns, allowed in ENTITLEMENTS.items()
+    ),
 ]
 SETTINGS = AdmissionSettings(
-    AdmissionContext(tiers=tuple(TIERS), local_queues={NAMESPACE: (QUEUE,)}, hotswap_tiers=("training-high",)),
+    AdmissionContext(
+        tiers=tuple(TIERS),
+        local_queues={ns: (QUEUE,) for ns in ENTITLEMENTS},
+        hotswap_tiers=("training-high",),
+        entitlements=ENTITLEMENTS,
+        protecting_namespaces=(),
+    ),
     controller_namespaces=("kueue-system", "jobset-system"),
 )
 POLICIES = validating_admission_policies(SETTINGS)
@@ -150,6 +167,99 @@ def owned_by(kind: str) -> Callable[[dict[str, Any]], Any]:
 
 CPU_POD = {"containers": [{"name": "c", "image": "c:1", "resources": {"limits": {"cpu": "1"}}}]}
 
+
+def in_team_b(obj: dict[str, Any]) -> None:
+    obj["metadata"]["namespace"] = "team-b"
+
+
+def tier(name: str) -> Callable[[dict[str, Any]], Any]:
+    def change(obj: dict[str, Any]) -> None:
+        obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = name
+        for _, template in pod_templates(manifest_object(obj)):
+            template["spec"]["priorityClassName"] = name  # type: ignore[index]
+
+    return change
+
+
+def tolerating(obj: dict[str, Any]) -> None:
+    for _, template in pod_templates(manifest_object(obj)):
+        template["spec"]["tolerations"] = [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]  # type: ignore[index]
+
+
+def workload_of(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A Deployment-like object (or CronJob) running ``spec`` as its pods."""
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": spec}
+    body: dict[str, Any] = {"selector": {"matchLabels": {"app": "x"}}, "template": template}
+    if kind == "StatefulSet":
+        body["serviceName"] = "x"
+    if kind == "DaemonSet":
+        body.pop("selector")
+        body = {"selector": {"matchLabels": {"app": "x"}}, "template": template}
+    if kind == "CronJob":
+        body = {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}}
+    group = "batch/v1" if kind == "CronJob" else "apps/v1"
+    return {"apiVersion": group, "kind": kind, "metadata": metadata("sidecar"), "spec": body}
+
+
+TPU_POD_SPEC = pod_spec("2x2", "4")
+CPU_TOLERATING_TPU = {
+    **CPU_POD,
+    "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+}
+CPU_TOLERATING_ALL = {**CPU_POD, "tolerations": [{"operator": "Exists"}]}
+CPU_ON_A_NODE = {**CPU_POD, "nodeName": "gke-tpu-prod-resv-4x4-0-abcd"}
+
+# What a member of one team with namespace-level rights would try, to get more TPU than entitled or to avoid
+# being evicted (issue 36). Each must be refused by every front end, for the rule named.
+ATTACKS: list[tuple[str, dict[str, Any], set[str]]] = [
+    ("attack-tier-above-entitlement", edit(jobset(), in_team_b), {"tpu-workload-tier-entitled"}),
+    (
+        "attack-tier-above-entitlement-on-pods-only",
+        edit(
+            jobset(),
+            lambda o: (in_team_b(o), o["metadata"]["labels"].update({"kueue.x-k8s.io/priority-class": "training-low"})),
+        ),
+        {"tpu-workload-tier-entitled", "tpu-workload-priority-label-matches-pods"},
+    ),
+    ("good-team-b-within-entitlement", edit(jobset(), lambda o: (in_team_b(o), tier("training-low")(o))), set()),
+    (
+        "attack-protect-annotation",
+        edit(jobset(), lambda o: o["metadata"]["annotations"].update({"hotswap.gke-tpu-priority.io/protect": "true"})),
+        {"hotswap-protect-entitled"},
+    ),
+    (
+        "attack-jobset-pinned-to-a-node",
+        edit(jobset(), lambda o: js_pod(o).update(nodeName="n1")),
+        {"tpu-workload-no-node-name"},
+    ),
+    (
+        "attack-job-pinned-to-a-node",
+        edit(job(), lambda o: o["spec"]["template"]["spec"].update(nodeName="n1")),
+        {"tpu-workload-no-node-name"},
+    ),
+    *(
+        (f"attack-{kind.lower()}-with-tpu-pods", workload_of(kind, TPU_POD_SPEC), {"tpu-only-through-kueue"})
+        for kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "CronJob")
+    ),
+    (
+        "attack-deployment-tolerating-every-taint",
+        workload_of("Deployment", CPU_TOLERATING_ALL),
+        {"tpu-only-through-kueue"},
+    ),
+    ("attack-pod-on-a-named-node", {**pod(), "spec": CPU_ON_A_NODE}, {"tpu-only-through-kueue"}),
+    ("attack-pod-tolerating-the-tpu-taint", {**pod(), "spec": CPU_TOLERATING_TPU}, {"tpu-only-through-kueue"}),
+    ("good-cpu-deployment", workload_of("Deployment", CPU_POD), set()),
+    ("good-cpu-pod", {**pod(), "spec": CPU_POD}, set()),
+    (
+        "attack-cpu-jobset-tolerating-tpu",
+        edit(
+            jobset(),
+            lambda o: js_job(o)["template"].update(spec={**CPU_TOLERATING_TPU, "priorityClassName": "training-high"}),
+        ),
+        {"tpu-workload-fits-v6e-shape"},
+    ),
+]
+
 # (id, object, rules it breaks)
 CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ("good-jobset-4x4", jobset(), set()),
@@ -196,10 +306,15 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ),
     ("good-job-2x2", job(), set()),
     ("good-job-4x4", job("4x4", "4", 4), set()),
-    ("good-pod-1x1", pod(), set()),
+    ("bare-pod-with-queue-label", pod(), {"tpu-only-through-kueue"}),
     ("skipped-cpu-jobset", edit(jobset(), lambda o: js_job(o)["template"].update(spec=CPU_POD)), set()),
-    ("skipped-job-made-by-jobset", edit(job("4x4", "4", 4), owned_by("JobSet")), set()),
-    ("skipped-pod-made-by-job", edit(pod("4x4", "4"), owned_by("Job")), set()),
+    # ownerReferences are written by whoever creates the object: claiming a controller owner exempts nothing.
+    (
+        "job-claiming-a-jobset-owner",
+        edit(job("4x4", "4", 4), owned_by("JobSet")),
+        {"tpu-workload-require-queue-name", "tpu-workload-priority-label-matches-pods"},
+    ),
+    ("pod-claiming-a-job-owner", edit(pod("4x4", "4"), owned_by("Job")), {"tpu-only-through-kueue"}),
     (
         "no-queue",
         edit(jobset(), lambda o: o["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name")),
@@ -228,7 +343,7 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ),
     (
         "no-priority-label",
-        edit(pod(), lambda o: o["metadata"]["labels"].pop("kueue.x-k8s.io/priority-class")),
+        edit(job(), lambda o: o["metadata"]["labels"].pop("kueue.x-k8s.io/priority-class")),
         {"tpu-workload-priority-label-matches-pods"},
     ),
     (
@@ -274,7 +389,7 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
         edit(job("4x4", "4", 4), lambda o: o["spec"].pop("completions")),
         {"tpu-workload-fits-v6e-shape"},
     ),
-    ("pod-asks-too-many-chips", pod("2x2", "8"), {"tpu-workload-fits-v6e-shape"}),
+    ("job-asks-too-many-chips", job("2x2", "8"), {"tpu-workload-fits-v6e-shape"}),
     (
         "high-jobset-without-failure-policy",
         edit(jobset(), lambda o: o["spec"].pop("failurePolicy")),
@@ -328,6 +443,7 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
         ),
         set(),
     ),
+    *ATTACKS,
     (
         "everything-wrong",
         edit(jobset(chips=2), lambda o: (o["metadata"].update(labels={}), o["metadata"].pop("annotations"))),
@@ -342,6 +458,7 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
 
 
 def pack_rules(obj: dict[str, Any]) -> set[str]:
+    """The pack's verdict on the in-cluster rules (its other rules, e.g. pod security, are not the table's)."""
     resources = []
     for manifest in [*PLATFORM, obj]:
         group_version = manifest["apiVersion"] if "/" in manifest["apiVersion"] else f"core/{manifest['apiVersion']}"
@@ -355,11 +472,11 @@ def pack_rules(obj: dict[str, Any]) -> set[str]:
                 "inputs": manifest,
             }
         )
-    return {v.policy for v in rules.evaluate_resources(resources)}
+    return {v.policy for v in rules.evaluate_resources(resources)} & WORKLOAD_RULES
 
 
 def cli_rules(obj: dict[str, Any]) -> set[str]:
-    return {r.rule for r in check_objects([manifest_object(m) for m in [*PLATFORM, obj]])}
+    return {r.rule for r in check_objects([manifest_object(m) for m in [*PLATFORM, obj]])} & WORKLOAD_RULES
 
 
 @pytest.mark.parametrize(("obj", "broken"), [pytest.param(o, b, id=i) for i, o, b in CASES])
@@ -375,7 +492,16 @@ def test_pack_cli_and_admission_policy_agree(obj: dict[str, Any], broken: set[st
 
 def test_the_table_covers_every_in_cluster_rule_and_kind() -> None:
     assert set().union(*(b for _, _, b in CASES)) == WORKLOAD_RULES
-    assert {o["kind"] for _, o, b in CASES if b} == {"JobSet", "Job", "Pod"}
+    assert {o["kind"] for _, o, b in CASES if b} == {
+        "JobSet",
+        "Job",
+        "Pod",
+        "Deployment",
+        "StatefulSet",
+        "ReplicaSet",
+        "DaemonSet",
+        "CronJob",
+    }
 
 
 def test_table_objects_are_valid_for_the_api_server() -> None:
@@ -393,12 +519,30 @@ def test_platform_objects_are_clean() -> None:
     assert pack_rules(PLATFORM[0]) == set() and cli_rules(PLATFORM[0]) == set()
 
 
-def test_namespaces_without_a_local_queue_are_outside_the_binding() -> None:
-    """The binding covers the team namespaces (those with a LocalQueue); the CLI and pack see every object."""
-    elsewhere = edit(job(), lambda o: o["metadata"].update(namespace="team-b"))
-    assert cli_rules(elsewhere) == pack_rules(elsewhere) == {"tpu-workload-queue-declared"}
-    assert not admit(elsewhere).matched
-    assert admit(job()).matched
+def test_a_namespace_without_a_local_queue_runs_no_tpu_work() -> None:
+    """The bindings cover every namespace but the system ones: a TPU workload where the platform declares no
+    LocalQueue is refused by all three front ends, not left unchecked."""
+    elsewhere = edit(job(), lambda o: o["metadata"].update(namespace="scratch"))
+    assert cli_rules(elsewhere) == pack_rules(elsewhere) == admit(elsewhere).rules == {"tpu-workload-queue-declared"}
+    for system in ("kube-system", "gmp-system", "kueue-system"):
+        gke_agent = workload_of("DaemonSet", CPU_TOLERATING_ALL)
+        gke_agent["metadata"]["namespace"] = system
+        assert not admit(gke_agent).matched
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        "system:serviceaccount:kube-system:job-controller",
+        "system:serviceaccount:kube-system:daemon-set-controller",
+        "system:kube-controller-manager",
+    ],
+)
+def test_what_a_controller_makes_is_told_by_who_sends_it(username: str) -> None:
+    """A Job's pods, made by the job controller, are not checked; the same pod from a person is refused."""
+    made = edit(pod("4x4", "4"), owned_by("Job"))
+    assert admit(made, username=username) == Outcome(False)
+    assert admit(made).rules == {"tpu-only-through-kueue"}
 
 
 @pytest.mark.parametrize(
@@ -421,13 +565,36 @@ def test_objects_being_deleted_can_lose_their_finalizers() -> None:
     assert not admit(broken, operation="UPDATE", old=broken).matched
 
 
-def test_pod_updates_and_status_writes_are_not_matched() -> None:
-    broken = edit(pod(), lambda o: o["metadata"].update(labels={}))
-    assert not admit(broken, operation="UPDATE", old=broken).matched
-    assert admit(broken).rules == {
-        "tpu-workload-require-queue-name",
-        "tpu-workload-priority-label-matches-pods",
-    }
+def test_a_pod_cannot_gain_a_route_to_tpu_by_an_update() -> None:
+    """Tolerations can be added to a Pending pod: one that gains the TPU toleration is refused; a pod that already
+    reached TPU (a Job's, made by the job controller) may still be updated, e.g. relabelled."""
+    cpu = {**pod(), "spec": CPU_POD}
+    gains = {**pod(), "spec": CPU_TOLERATING_TPU}
+    assert admit(cpu, operation="UPDATE", old=cpu) == Outcome(False)
+    assert admit(gains, operation="UPDATE", old=cpu).rules == {"tpu-only-through-kueue"}
+    made = edit(pod("4x4", "4"), owned_by("Job"))
+    relabelled = edit(made, lambda o: o["metadata"].update(labels={"team": "a"}))
+    assert admit(relabelled, operation="UPDATE", old=made) == Outcome(True)
+    assert admit(made).rules == {"tpu-only-through-kueue"}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(tier("training-high"), id="tier"),
+        pytest.param(
+            lambda o: (
+                o["metadata"].setdefault("annotations", {}).update({"hotswap.gke-tpu-priority.io/protect": "true"})
+            ),
+            id="protect",
+        ),
+    ],
+)
+def test_an_update_cannot_do_what_a_create_may_not(change: Callable[[dict[str, Any]], Any]) -> None:
+    """Entitlement and protection are checked on update too: a team cannot raise its tier or opt out later."""
+    created = edit(jobset(), lambda o: (in_team_b(o), tier("training-low")(o)))
+    assert admit(created).rules == set()
+    assert admit(edit(created, change), operation="UPDATE", old=created).rules
 
 
 def test_refusals_say_what_to_set() -> None:
@@ -437,9 +604,17 @@ def test_refusals_say_what_to_set() -> None:
         "not have (declared there: training); set kueue.x-k8s.io/queue-name to one of them."
     ]
     generated = edit(
-        pod(), lambda o: (o["metadata"].pop("name"), o["metadata"].update(generateName="probe-", labels={}))
+        job(), lambda o: (o["metadata"].pop("name"), o["metadata"].update(generateName="probe-", labels={}))
     )
-    assert any("TPU Pod team-a/probe-* has no label kueue.x-k8s.io/queue-name" in m for m in admit(generated).failures)
+    assert any("TPU Job team-a/probe-* has no label kueue.x-k8s.io/queue-name" in m for m in admit(generated).failures)
+    (entitled,) = admit(edit(jobset(), in_team_b)).failures
+    assert entitled == (
+        "[tpu-workload-tier-entitled] TPU JobSet team-b/llm uses a tier above what namespace 'team-b' is entitled to "
+        "(label or pod priorityClassName; allowed there: training-low); use one of them. The platform's "
+        "`teams[].maxTier` decides a team's highest tier."
+    )
+    (bare,) = admit(pod()).failures
+    assert bare.startswith("[tpu-only-through-kueue] Pod team-a/probe can reach TPU nodes; Kueue's pod integration")
 
 
 def test_a_non_restartable_high_jobset_is_refused_with_what_to_set() -> None:
@@ -459,9 +634,3 @@ def test_verdicts_are_on_the_defaulted_object() -> None:
     assert admit(single).rules == cli_rules(single) == set()
     multi = edit(job("4x4", "4", 4), lambda o: (o["spec"].pop("parallelism"), o["spec"].pop("completions")))
     assert admit(multi).rules == cli_rules(multi) == {"tpu-workload-fits-v6e-shape"}
-    # The Priority plugin names the global default class on a pod that names none, before the policy runs.
-    no_class = edit(pod(), lambda o: o["spec"].pop("priorityClassName"))
-    assert admit(no_class).rules == {"tpu-workload-priority-label-matches-pods"}
-    global_default = {**PLATFORM[0], "globalDefault": True}
-    assert global_default["metadata"]["name"] == "training-high"
-    assert evaluate(POLICIES, BINDINGS, no_class, priority_classes=[global_default]).rules == set()

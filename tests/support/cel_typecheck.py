@@ -927,6 +927,8 @@ _BUILTIN_RESOURCES = {
     ("batch", "v1", "cronjobs"): "CronJob",
     ("apps", "v1", "deployments"): "Deployment",
     ("apps", "v1", "statefulsets"): "StatefulSet",
+    ("apps", "v1", "replicasets"): "ReplicaSet",
+    ("apps", "v1", "daemonsets"): "DaemonSet",
 }
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 

@@ -11,18 +11,19 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
+from typing import Any
 
 from hotswap.annotations import AnnotationKeys, parse_time
+from hotswap.checkpoint_target import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, resolve_target
+from hotswap.cli_errors import explain
 from hotswap.config import ConfigError, HotswapConfig, load_config
-from hotswap.controller import Controller
-from hotswap.kube.checkpoint import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, mark_checkpoint, resolve_target
-from hotswap.kube.client import new_api_client
-from hotswap.kube.release_all import release_all
 from hotswap.logs import setup_logging
-from hotswap.metrics import Metrics
-from hotswap.server import OpsServer, make_app
+
+# The Kubernetes client, aiohttp and prometheus_client come with the `hotswap` extra, so every module that needs
+# them is imported inside the command that uses it: `hotswap --help` works on any install, and a missing extra is
+# reported in one sentence by `hotswap.cli_errors`.
 
 log = logging.getLogger("hotswap")
 
@@ -37,11 +38,16 @@ Lease writes.
 
 EPILOG = """\
 configuration: --config FILE (YAML or JSON) or $HOTSWAP_CONFIG, overridden by HOTSWAP_* variables
-(for example HOTSWAP_DRY_RUN=true, HOTSWAP_LEADER_ELECTION__LEASE_NAME=x). Without --kubeconfig the
-in-cluster service account is used.
+(for example HOTSWAP_DRY_RUN=true, HOTSWAP_LEADER_ELECTION__LEASE_NAME=x).
 
-exit codes: 0 clean shutdown; 1 release-all could not release everything; 2 invalid configuration;
-3 leadership lost (the Deployment restarts the pod).
+cluster credentials: --kubeconfig FILE; else, inside a pod (and without --context), its service account; else
+$KUBECONFIG; else ~/.kube/config. --context picks a context of that kubeconfig.
+
+commands talking to the cluster need the `hotswap` extra: pip install 'gke-tpu-priority[hotswap]'.
+
+exit codes: 0 success or clean shutdown; 1 the cluster refused or could not be reached, or release-all could not
+release everything; 2 invalid configuration, missing extra or no usable credentials; 3 leadership lost (the
+Deployment restarts the pod).
 """
 
 
@@ -81,8 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
         "release-all",
         parents=[common],
         help="reactivate every Workload held by the reconciler (run on uninstall)",
-        description="Reactivate every Workload carrying the held-by annotation, one update each, and "
-        "remove open-operation annotations. Run it after the reconciler Deployment is gone.",
+        description="Reactivate every Workload carrying the held-by annotation, one update each, in every "
+        "namespace, and remove open-operation annotations. Run it from your machine after the reconciler's pods "
+        "are gone (hotswap.enabled: false, then pulumi up), never inside them: a running leader would hold work "
+        "again. Idempotent. Runbook: docs/operations.md, 'Uninstall'.",
     )
     mark = commands.add_parser(
         "mark-checkpoint",
@@ -113,6 +121,11 @@ def _load(args: argparse.Namespace) -> HotswapConfig:
 
 
 async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
+    from hotswap.controller import Controller
+    from hotswap.kube.client import new_api_client
+    from hotswap.metrics import Metrics
+    from hotswap.server import OpsServer, make_app
+
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     api = await new_api_client(args.kubeconfig, args.context)
     metrics = Metrics()
@@ -140,6 +153,9 @@ async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
 
 
 async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
+    from hotswap.kube.client import new_api_client
+    from hotswap.kube.release_all import release_all
+
     api = await new_api_client(args.kubeconfig, args.context)
     try:
         # Every namespace, not only the configured ones: a hold made before `namespaces` shrank must be undone too.
@@ -150,6 +166,11 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
         "release-all finished",
         extra={"released": report.released, "cleared_ops": report.cleared_ops, "failed": report.failed},
     )
+    verb = "would release" if config.dry_run else "released"
+    print(
+        f"{verb} {len(report.released)} held Workload(s), cleared {len(report.cleared_ops)} open operation(s)"
+        + (f"; FAILED {len(report.failed)}: {', '.join(report.failed)} (run it again)" if report.failed else "")
+    )
     return 0 if report.ok else 1
 
 
@@ -159,6 +180,9 @@ async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> i
     except CheckpointTargetError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    from hotswap.kube.checkpoint import mark_checkpoint
+    from hotswap.kube.client import new_api_client
+
     api = await new_api_client(args.kubeconfig, args.context)
     try:
         await mark_checkpoint(api, AnnotationKeys(config.annotation_domain), namespace, jobset, args.at)
@@ -175,8 +199,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    if args.command == "run":
-        return asyncio.run(_run(args, config))
-    if args.command == "mark-checkpoint":
-        return asyncio.run(_mark_checkpoint(args, config))
-    return asyncio.run(_release_all(args, config))
+    command = COMMANDS[args.command]
+    try:
+        return asyncio.run(command(args, config))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        failure = explain(exc, args.command)
+        log.debug("command failed", exc_info=True)
+        print(f"hotswap {args.command}: {failure.message}", file=sys.stderr)
+        return failure.exit_code
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, HotswapConfig], Coroutine[Any, Any, int]]] = {
+    "run": _run,
+    "release-all": _release_all,
+    "mark-checkpoint": _mark_checkpoint,
+}

@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make preview [STACK=dev]  offline preview of a stack under Pulumi mocks (writes build/<stack>/)"
 	@echo "make upstream             fetch the pinned Kueue/JobSet reference data the tests read (upstream.lock.json)"
-	@echo "make test                 lint, type-check and the offline test suite (needs make upstream or GKE_TPU_UPSTREAM_DIR)"
+	@echo "make test                 lint, type-check and the offline test suite (fetches the reference data on first use)"
 	@echo "make bench                hotswap simulator and planner scaling benchmark (writes build/bench/)"
 	@echo "make clean                remove build output and the virtualenv"
 
@@ -45,6 +45,7 @@ typecheck: venv
 	$(BIN)/mypy components hotswap tools policies
 
 test: lint typecheck $(CHECKOV)
+	@$(BIN)/python -m tools.upstream ensure
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

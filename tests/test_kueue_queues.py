@@ -292,7 +292,7 @@ def test_overcommit_can_be_allowed_explicitly() -> None:
             ],
             "tier 'a' may not preempt but sits at or above a tier that may",
         ),
-        ([{"name": "huge", "value": 2_000_000_000, "description": "x"}], "less than or equal to 1000000000"),
+        ([{"name": "huge", "value": 2_000_000_000, "description": "x"}], "must be at most 1000000000"),
         ([{"name": "system-x", "value": 1, "description": "x"}], "the `system-` prefix is reserved"),
     ],
 )

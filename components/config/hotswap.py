@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from components.config.base import ConfigModel, problems_error
+from components.config.errors import describe, show_value
 from components.config.priorities import HotswapMode
 
 # Keys the package derives from the rest of the stack; setting them in `settings` would contradict it.
@@ -66,7 +67,7 @@ class HotswapSettings(ConfigModel):
             except ValidationError as err:
                 for item in err.errors(include_url=False):
                     path = ".".join(str(p) for p in item["loc"])
-                    problems.append(f".settings.{path}: {item['msg']} (got {item.get('input')!r})")
+                    problems.append(f".settings.{path}: {describe(item)} (got {show_value(item.get('input'))})")
         if problems:
             raise problems_error(problems)
         return self

@@ -26,6 +26,7 @@ from components.config.queues import LADDER_ORDER, RESERVED_NAMESPACES, ClusterQ
 from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
 from components.config.spelling import camel_case_keys
 from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
+from components.tpu_shapes import SHAPES, TOPOLOGY_LABEL
 
 CONFIG_KEY = "platform"
 CONFIG_PATH = f"gke-tpu-priority:{CONFIG_KEY}"
@@ -227,6 +228,14 @@ class PlatformConfig(ConfigModel):
                     )
                     continue
                 nominal[quota.flavor] = nominal.get(quota.flavor, 0) + quota.chips
+                slice_chips = flavor_slice_chips(flavors[quota.flavor])
+                if slice_chips and 0 < quota.chips < slice_chips:
+                    problems.append(
+                        f".queues.clusterQueues[{i}].{field}[{j}].chips: {quota.chips} is less than one slice of "
+                        f"flavor "
+                        f"{quota.flavor!r} ({slice_chips} chips), so no workload could ever be admitted on it; use 0 "
+                        f"(borrow only) or a multiple of {slice_chips}"
+                    )
             if cq.ladder is not None:
                 problems += _ladder_order_problems(i, cq, flavors)
         laddered = {q.flavor for cq in queues if cq.ladder is not None for q in cq.flavor_quotas}
@@ -378,3 +387,9 @@ def starvation_grace_problems(config: PlatformConfig) -> list[str]:
         "start before the timeout, or Kueue evicts the JobSet the reconciler frees slices for; lower "
         f"starvationGrace to {timeout / 2:g}s or less (default 60s), or raise the timeout"
     ]
+
+
+def flavor_slice_chips(flavor: Flavor) -> int:
+    """Chips of one slice of the topology a flavor selects; 0 when it selects none (any slice may land on it)."""
+    topology = dict(flavor.node_labels).get(TOPOLOGY_LABEL)
+    return min((s.chips for s in SHAPES if s.topology == topology), default=0)

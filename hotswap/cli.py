@@ -1,5 +1,5 @@
-"""Command line: ``hotswap run`` (the controller), ``hotswap release-all`` (uninstall cleanup) and
-``hotswap mark-checkpoint`` (training code publishing its last checkpoint)."""
+"""Command line: ``hotswap run`` (the controller), ``hotswap release-all`` (uninstall cleanup), ``hotswap status``
+(what is held and why) and ``hotswap mark-checkpoint`` (training code publishing its last checkpoint)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from hotswap.annotations import AnnotationKeys, parse_time
@@ -92,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
         "are gone (hotswap.enabled: false, then pulumi up), never inside them: a running leader would hold work "
         "again. Idempotent. Runbook: docs/operations.md, 'Uninstall'.",
     )
+    status = commands.add_parser(
+        "status",
+        parents=[common],
+        help="show what the reconciler holds, for whom, since when and why, and its open operations",
+        description="Read-only: lists every Workload the reconciler holds (its JobSet, the JobSet it is held for, "
+        "since when, how often, the operation and why, from the HotswapVictimHeld Event) and every open "
+        "operation. Needs list on workloads.kueue.x-k8s.io and events.events.k8s.io.",
+    )
+    status.add_argument("--output", choices=("text", "json"), default="text", help="default: a table (text)")
     mark = commands.add_parser(
         "mark-checkpoint",
         parents=[common],
@@ -174,6 +183,27 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
     return 0 if report.ok else 1
 
 
+async def _status(args: argparse.Namespace, config: HotswapConfig) -> int:
+    from hotswap.kube.client import new_api_client
+    from hotswap.kube.status import list_status_objects
+    from hotswap.status import held_rows, op_rows, render, render_json
+
+    api = await new_api_client(args.kubeconfig, args.context)
+    try:
+        workloads, events, note = await list_status_objects(api)
+    finally:
+        await api.close()
+    keys = AnnotationKeys(config.annotation_domain)
+    held, ops = held_rows(workloads, events, keys), op_rows(workloads, keys)
+    if args.output == "json":
+        print(render_json(held, ops))
+    else:
+        print(render(held, ops, datetime.now(UTC)))
+        if note:
+            print(f"\n({note})")
+    return 0
+
+
 async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> int:
     try:
         namespace, jobset = resolve_target(args.jobset, args.namespace)
@@ -215,4 +245,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, HotswapConfig], Coroutine[Any,
     "run": _run,
     "release-all": _release_all,
     "mark-checkpoint": _mark_checkpoint,
+    "status": _status,
 }

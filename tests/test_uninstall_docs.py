@@ -44,3 +44,18 @@ def test_readme_and_cli_help_point_at_the_same_procedure() -> None:
     assert "pip install 'gke-tpu-priority[hotswap]'" in readme
     text = " ".join(_release_all_help().split())
     assert "after the reconciler's pods are gone" in text and "docs/operations.md, 'Uninstall'" in text
+
+
+def test_operations_guide_shows_status_dashboards_and_one_incident() -> None:
+    text = (PROJECT_ROOT / "docs/operations.md").read_text()
+    for topic in (
+        "## What is held right now (`hotswap status`)",
+        "## Dashboards and alerts",
+        "## Following one incident",
+    ):
+        assert topic in text, topic
+    from components.reconciler.monitoring import ALERTS
+
+    guide = text.split("## Dashboards and alerts", 1)[1].split("\n## ", 1)[0]
+    for name, *_ in ALERTS:
+        assert f"`{name}`" in guide, name

@@ -26,6 +26,16 @@ class HotswapResources(ConfigModel):
     memory: str = Field(default="512Mi", pattern=r"^[0-9]+(Mi|Gi)$", description="Memory request and limit.")
 
 
+class HotswapMonitoring(ConfigModel):
+    enabled: bool | None = Field(
+        default=None,
+        description="Declare a GKE Managed Prometheus PodMonitoring for the reconciler's metrics, its alerting rules "
+        '(a Managed Prometheus `Rules` object) and a Grafana dashboard ConfigMap (`grafana_dashboard: "1"`). Unset: '
+        "on when the package creates the cluster (Managed Prometheus is on there), off with `cluster.mode: "
+        "existing` (its cluster may lack the monitoring.googleapis.com CRDs).",
+    )
+
+
 class HotswapSettings(ConfigModel):
     mode: HotswapMode = Field(
         default=HotswapMode.RECONCILER,
@@ -45,6 +55,9 @@ class HotswapSettings(ConfigModel):
     replicas: int = Field(default=2, ge=1, le=3, description="Replicas; one leads (Lease), the others stand by.")
     dry_run: bool = Field(default=False, description="Log every decision but write nothing.")
     resources: HotswapResources = Field(default_factory=HotswapResources, description="Container resources.")
+    monitoring: HotswapMonitoring = Field(
+        default_factory=HotswapMonitoring, description="Scraping, alerting rules and a dashboard for the reconciler."
+    )
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Reconciler tuning in its own schema (camelCase), e.g. `unhealthyGrace: 20s`, `maxHold: 6h`, "

@@ -8,7 +8,7 @@ import yaml
 
 from components.config import parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on
-from components.reconciler import objects
+from components.reconciler import monitoring, objects
 from components.reconciler.image import build_image
 from components.schema_types import PlatformConfig as PlatformSettings
 
@@ -64,6 +64,10 @@ class HotswapReconciler(pulumi.ComponentResource):
         declare("pdb", objects.pod_disruption_budget(config), ns)
         declare("metrics", objects.metrics_service(config), ns)
         declare("networkpolicy", objects.network_policy(config), ns)
+        if monitoring.monitoring_enabled(config):
+            declare("podmonitoring", monitoring.pod_monitoring(config), ns)
+            declare("rules", monitoring.alert_rules(config), ns)
+            declare("dashboard", monitoring.dashboard_config_map(config), ns)
         self.namespace = pulumi.Output.from_input(config.hotswap.namespace)
         self.image = pulumi.Output.from_input(image)
         self.register_outputs({"namespace": self.namespace, "image": self.image})

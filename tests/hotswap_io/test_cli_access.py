@@ -137,7 +137,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 async def test_without_the_extra_help_works_and_commands_say_what_to_install(tmp_path: Path) -> None:
-    for command in ("release-all", "run", "mark-checkpoint"):
+    for command in ("release-all", "run", "mark-checkpoint", "status"):
         code, out, err = await cli(command, "--help", home=tmp_path, code=WITHOUT_EXTRA)
         assert code == 0 and f"usage: hotswap {command}" in out, err
     home = home_with_kubeconfig(tmp_path, "https://127.0.0.1:9")

@@ -142,3 +142,12 @@ def test_field_mistakes_of_several_kinds_come_in_one_run() -> None:
         "platform.kueue.waitForPodsReady.timeout",
         "platform.priorities[0].name",
     ]
+
+
+def test_an_unknown_key_is_shown_as_written() -> None:
+    assert problems(dev(lambda raw: raw.update(Region="us-east5"))) == [
+        "platform.Region: unknown setting (check the spelling; settings are camelCase)"
+    ]
+    assert problems(dev(lambda raw: raw["systemPool"].update(machineTyp="x"))) == [
+        "platform.systemPool.machineTyp: unknown setting (check the spelling; settings are camelCase)"
+    ]

@@ -54,7 +54,9 @@ def format_validation_error(root: str, err: ValidationError, what: str = "stack 
                 else:
                     problems.append(f"{path}: {line}")
         elif kind == "extra_forbidden":
-            problems.append(f"{path}: unknown setting (check the spelling; settings are camelCase)")
+            # The key as the user wrote it: camel-casing `Region` would show `region`, the spelling that works.
+            shown = _path(root, loc[:-1]) + (f".{loc[-1]}" if loc and isinstance(loc[-1], str) else "")
+            problems.append(f"{shown}: unknown setting (check the spelling; settings are camelCase)")
         elif kind == "missing":
             problems.append(f"{path}: required setting is missing")
         else:

@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make preview [STACK=dev]  offline preview of a stack under Pulumi mocks (writes build/<stack>/)"
 	@echo "make upstream             fetch the pinned Kueue/JobSet reference data the tests read (upstream.lock.json)"
-	@echo "make test                 lint, type-check and the offline test suite (needs make upstream or GKE_TPU_UPSTREAM_DIR)"
+	@echo "make test                 lint, type-check and the offline test suite (fetches the reference data on first use)"
 	@echo "make cluster              a local control plane from upstream sources on 127.0.0.1, until Ctrl-C"
 	@echo "make e2e                  build (or reuse) it and run the suite against the real servers (build/e2e/report.json)"
 	@echo "make bench                hotswap simulator and planner scaling benchmark (writes build/bench/)"
@@ -47,6 +47,7 @@ typecheck: venv
 	$(BIN)/mypy components hotswap tools policies e2e
 
 test: lint typecheck $(CHECKOV)
+	@$(BIN)/python -m tools.upstream ensure
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

@@ -11,7 +11,7 @@ if fleet_raw is not None:
     from components.fleet import TpuFleet, TpuFleetArgs
 
     try:
-        fleet_config = parse_fleet_config(fleet_raw)
+        fleet_config = parse_fleet_config(fleet_raw, stack_file=True)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
     fleet = TpuFleet(pulumi.get_stack(), TpuFleetArgs(fleet=fleet_config.model_dump(by_alias=True)))
@@ -21,7 +21,7 @@ if fleet_raw is not None:
     pulumi.export("dispatchOrder", fleet.dispatch_order)
 else:
     try:
-        platform_config = parse_platform_config(pulumi.Config().require_object(CONFIG_KEY))
+        platform_config = parse_platform_config(pulumi.Config().require_object(CONFIG_KEY), stack_file=True)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
 

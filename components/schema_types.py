@@ -500,6 +500,13 @@ class HotswapResources(TypedDict):
     """Memory request and limit. Unset: sized from the fleet (256Mi + 128Mi per 1,024 TPU slices)."""
 
 
+class HotswapMonitoring(TypedDict):
+    """Scraping, alerting rules and a dashboard for the reconciler."""
+
+    enabled: NotRequired[bool]
+    """Declare a GKE Managed Prometheus PodMonitoring for the reconciler's metrics, its alerting rules (a Managed Prometheus `Rules` object) and a Grafana dashboard ConfigMap (`grafana_dashboard: "1"`). Unset: on when the package creates the cluster (Managed Prometheus is on there), off with `cluster.mode: existing` (its cluster may lack the monitoring.googleapis.com CRDs)."""
+
+
 class HotswapSettings(TypedDict):
     """The hotswap reconciler."""
 
@@ -517,6 +524,8 @@ class HotswapSettings(TypedDict):
     """Log every decision but write nothing."""
     resources: NotRequired[HotswapResources]
     """Container resources."""
+    monitoring: NotRequired[HotswapMonitoring]
+    """Scraping, alerting rules and a dashboard for the reconciler."""
     settings: NotRequired[dict[str, Any]]
     """Reconciler tuning in its own schema (camelCase), e.g. `unhealthyGrace: 20s`, `maxHold: 6h`, `inversionGrace: 15s`, `starvationGrace: 60s` (0 disables), `scope: Cohort`, `fastFail: {enabled: true}`; validated with the reconciler's own model."""
 

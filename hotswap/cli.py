@@ -1,5 +1,5 @@
-"""Command line: ``hotswap run`` (the controller), ``hotswap release-all`` (uninstall cleanup) and
-``hotswap mark-checkpoint`` (training code publishing its last checkpoint)."""
+"""Command line: ``hotswap run`` (the controller), ``hotswap release-all`` (uninstall cleanup), ``hotswap status``
+(what is held and why) and ``hotswap mark-checkpoint`` (training code publishing its last checkpoint)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from hotswap.annotations import AnnotationKeys, parse_time
+from hotswap.checkpoint_target import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, resolve_target
+from hotswap.cli_errors import explain
 from hotswap.config import ConfigError, HotswapConfig, load_config
-from hotswap.controller import Controller, ExitCode
-from hotswap.kube.checkpoint import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, mark_checkpoint, resolve_target
-from hotswap.kube.client import new_api_client
-from hotswap.kube.release_all import release_all
-from hotswap.kube.removal import release_if_removed
 from hotswap.logs import setup_logging
-from hotswap.metrics import Metrics
-from hotswap.server import OpsServer, make_app
+
+# The Kubernetes client, aiohttp and prometheus_client come with the `hotswap` extra, so every module that needs
+# them is imported inside the command that uses it: `hotswap --help` works on any install, and a missing extra is
+# reported in one sentence by `hotswap.cli_errors`.
 
 log = logging.getLogger("hotswap")
 
@@ -41,11 +41,16 @@ scaled to zero releases every hold on SIGTERM, after its own loop has stopped.
 
 EPILOG = """\
 configuration: --config FILE (YAML or JSON) or $HOTSWAP_CONFIG, overridden by HOTSWAP_* variables
-(for example HOTSWAP_DRY_RUN=true, HOTSWAP_LEADER_ELECTION__LEASE_NAME=x). Without --kubeconfig the
-in-cluster service account is used.
+(for example HOTSWAP_DRY_RUN=true, HOTSWAP_LEADER_ELECTION__LEASE_NAME=x).
 
-exit codes: 0 clean shutdown; 1 release-all (or run's release on removal) could not release everything;
-2 invalid configuration; 3 leadership lost (the Deployment restarts the pod).
+cluster credentials: --kubeconfig FILE; else, inside a pod (and without --context), its service account; else
+$KUBECONFIG; else ~/.kube/config. --context picks a context of that kubeconfig.
+
+commands talking to the cluster need the `hotswap` extra: pip install 'gke-tpu-priority[hotswap]'.
+
+exit codes: 0 success or clean shutdown; 1 the cluster refused or could not be reached, or release-all (or run's
+release on removal) could not release everything; 2 invalid configuration, missing extra or no usable
+credentials; 3 leadership lost (the Deployment restarts the pod).
 """
 
 
@@ -92,9 +97,20 @@ def build_parser() -> argparse.ArgumentParser:
         "release-all",
         parents=[common],
         help="reactivate every Workload held by the reconciler (run on uninstall)",
-        description="Reactivate every Workload carrying the held-by annotation, one update each, and "
-        "remove open-operation annotations. Run it after the reconciler Deployment is gone.",
+        description="Reactivate every Workload carrying the held-by annotation, one update each, in every "
+        "namespace, and remove open-operation annotations. Run it from your machine after the reconciler's pods "
+        "are gone (hotswap.enabled: false, then pulumi up), never inside them: a running leader would hold work "
+        "again. Idempotent. Runbook: docs/operations.md, 'Uninstall'.",
     )
+    status = commands.add_parser(
+        "status",
+        parents=[common],
+        help="show what the reconciler holds, for whom, since when and why, and its open operations",
+        description="Read-only: lists every Workload the reconciler holds (its JobSet, the JobSet it is held for, "
+        "since when, how often, the operation and why, from the HotswapVictimHeld Event) and every open "
+        "operation. Needs list on workloads.kueue.x-k8s.io and events.events.k8s.io.",
+    )
+    status.add_argument("--output", choices=("text", "json"), default="text", help="default: a table (text)")
     mark = commands.add_parser(
         "mark-checkpoint",
         parents=[common],
@@ -124,6 +140,12 @@ def _load(args: argparse.Namespace) -> HotswapConfig:
 
 
 async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
+    from hotswap.controller import Controller, ExitCode
+    from hotswap.kube.client import new_api_client
+    from hotswap.kube.removal import release_if_removed
+    from hotswap.metrics import Metrics
+    from hotswap.server import OpsServer, make_app
+
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     api = await new_api_client(args.kubeconfig, args.context)
     # The Lease gets a client (connection pool) of its own, as controller-runtime's leader election does.
@@ -166,6 +188,9 @@ async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
 
 
 async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
+    from hotswap.kube.client import new_api_client
+    from hotswap.kube.release_all import release_all
+
     api = await new_api_client(args.kubeconfig, args.context)
     try:
         # Every namespace, not only the configured ones: a hold made before `namespaces` shrank must be undone too.
@@ -176,7 +201,33 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
         "release-all finished",
         extra={"released": report.released, "cleared_ops": report.cleared_ops, "failed": report.failed},
     )
+    verb = "would release" if config.dry_run else "released"
+    print(
+        f"{verb} {len(report.released)} held Workload(s), cleared {len(report.cleared_ops)} open operation(s)"
+        + (f"; FAILED {len(report.failed)}: {', '.join(report.failed)} (run it again)" if report.failed else "")
+    )
     return 0 if report.ok else RELEASE_INCOMPLETE
+
+
+async def _status(args: argparse.Namespace, config: HotswapConfig) -> int:
+    from hotswap.kube.client import new_api_client
+    from hotswap.kube.status import list_status_objects
+    from hotswap.status import held_rows, op_rows, render, render_json
+
+    api = await new_api_client(args.kubeconfig, args.context)
+    try:
+        workloads, events, note = await list_status_objects(api)
+    finally:
+        await api.close()
+    keys = AnnotationKeys(config.annotation_domain)
+    held, ops = held_rows(workloads, events, keys), op_rows(workloads, keys)
+    if args.output == "json":
+        print(render_json(held, ops))
+    else:
+        print(render(held, ops, datetime.now(UTC)))
+        if note:
+            print(f"\n({note})")
+    return 0
 
 
 async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> int:
@@ -185,6 +236,9 @@ async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> i
     except CheckpointTargetError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    from hotswap.kube.checkpoint import mark_checkpoint
+    from hotswap.kube.client import new_api_client
+
     api = await new_api_client(args.kubeconfig, args.context)
     try:
         await mark_checkpoint(api, AnnotationKeys(config.annotation_domain), namespace, jobset, args.at)
@@ -201,8 +255,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    if args.command == "run":
-        return asyncio.run(_run(args, config))
-    if args.command == "mark-checkpoint":
-        return asyncio.run(_mark_checkpoint(args, config))
-    return asyncio.run(_release_all(args, config))
+    command = COMMANDS[args.command]
+    try:
+        return asyncio.run(command(args, config))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        failure = explain(exc, args.command)
+        log.debug("command failed", exc_info=True)
+        print(f"hotswap {args.command}: {failure.message}", file=sys.stderr)
+        return failure.exit_code
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, HotswapConfig], Coroutine[Any, Any, int]]] = {
+    "run": _run,
+    "release-all": _release_all,
+    "mark-checkpoint": _mark_checkpoint,
+    "status": _status,
+}

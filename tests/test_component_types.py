@@ -143,9 +143,9 @@ def test_an_output_is_validated_once_known_with_the_models_message(tmp_path: Pat
     assert cluster.inputs["workloadIdentityConfig"] == {"workloadPool": "my-tpu-project.svc.id.goog"}
     bad = stack_config(platform(project="Not_A_Project"))
     bad["gcp:project"] = "x"
-    with pytest.raises(Exception, match="project: String should match pattern"):
+    with pytest.raises(Exception, match="project: expected a GCP project id"):
         run_program("outputs", bad, root=root)
-    with pytest.raises(ConfigError, match="project: String should match pattern"):
+    with pytest.raises(ConfigError, match="project: expected a GCP project id"):
         parse_platform_config(platform(project="Not_A_Project"))
 
 

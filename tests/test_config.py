@@ -51,7 +51,7 @@ def test_protect_drives_deletion_protection_unless_overridden() -> None:
         ),
         (
             tpu_pool(slices=0),
-            "platform.tpuPools[0].slices: Input should be greater than or equal to 1 (got 0)",
+            "platform.tpuPools[0].slices: must be at least 1 (got 0)",
         ),
         (tpu_pool(zone="us-west1-c"), "platform.tpuPools[0].zone: 'us-west1-c' is not in region 'us-east5'"),
         (tpu_pool(zone="useast5b"), "platform.tpuPools[0].zone: 'useast5b' is not a zone name"),
@@ -69,9 +69,9 @@ def test_protect_drives_deletion_protection_unless_overridden() -> None:
         ),
         (
             tpu_pool(capacity={"mode": "cheap"}),
-            "platform.tpuPools[0].capacity.mode: Input should be 'on-demand'",
+            "platform.tpuPools[0].capacity.mode: expected one of 'on-demand'",
         ),
-        (tpu_pool(name="Train_Pool"), "platform.tpuPools[0].name: String should match pattern"),
+        (tpu_pool(name="Train_Pool"), "platform.tpuPools[0].name: expected a name of lowercase letters"),
         (tpu_pool(name="a" * 39, slices=12), "would exceed GKE's 40 characters"),
         (tpu_pool(labels={"cloud.google.com/gke-nodepool": "x"}), "is reserved by GKE"),
         (tpu_pool(typo=True), "platform.tpuPools[0].typo: unknown setting"),
@@ -115,8 +115,8 @@ def test_every_problem_is_reported_at_once() -> None:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"project": "X"}, "platform.project: String should match pattern"),
-        ({"region": "us east"}, "platform.region: String should match pattern"),
+        ({"project": "X"}, "platform.project: expected a GCP project id"),
+        ({"region": "us east"}, "platform.region: expected a GCP region, e.g. `us-east5`"),
         ({"tpuPools": []}, "platform.tpuPools: List should have at least 1 item"),
         (
             {"cluster": {"minMasterVersion": "1.30.5-gke.100"}},

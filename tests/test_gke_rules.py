@@ -252,7 +252,7 @@ def test_kubernetes_auth_defaults_to_adc_and_accepts_gcloud() -> None:
     cfg = parse_platform_config(platform(cluster={"kubernetesAuth": "gcloud"}))
     assert cfg.cluster.kubernetes_auth is KubernetesAuth.GCLOUD
     (problem,) = problems_of(platform(cluster={"kubernetesAuth": "token"}))
-    assert problem.startswith("platform.cluster.kubernetesAuth: Input should be 'adc' or 'gcloud'")
+    assert problem.startswith("platform.cluster.kubernetesAuth: expected one of 'adc' or 'gcloud'")
 
 
 def test_the_policy_pack_reads_flex_start_per_zone_limits() -> None:

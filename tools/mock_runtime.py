@@ -132,11 +132,29 @@ def load_stack_config(stack: str, root: Path = PROJECT_ROOT) -> dict[str, Any]:
             p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (root / "stacks").glob("Pulumi.*.yaml")
         )
         raise FileNotFoundError(f"no stack file {path}; known stacks: {', '.join(known) or 'none'}")
-    data = yaml.safe_load(path.read_text()) or {}
-    config = data.get("config", {})
+    shown = path.relative_to(root) if path.is_relative_to(root) else path
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise StackFileError(_yaml_problem(str(shown), exc)) from None
+    config = data.get("config", {}) if isinstance(data, dict) else None
     if not isinstance(config, dict):
-        raise ValueError(f"{path}: `config` must be a mapping")
+        raise StackFileError(f"{shown}: `config` must be a mapping of settings (`config:` then indented `key: value`)")
     return config
+
+
+class StackFileError(ValueError):
+    """A stack file that is not YAML Pulumi can read; the message starts `file:line:column:` as compilers do."""
+
+
+def _yaml_problem(shown: str, exc: yaml.YAMLError) -> str:
+    """`stacks/Pulumi.x.yaml:35:19: <what the parser found>`: editors jump to it, and no traceback hides it."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark is not None else shown
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    hint = "; check this line's indentation against the lines above" if "block" in f"{problem} {context}" else ""
+    return f"{where}: {problem}" + (f" ({context})" if context else "") + hint
 
 
 def _config_map(config: dict[str, Any]) -> dict[str, str]:

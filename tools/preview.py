@@ -24,7 +24,7 @@ from components.config.resolved import effective_cluster_queues, effective_local
 from components.priorities import preemption_policy
 from components.queues.provisioning import ladder_fungibility
 from tools.manifests import helm_charts, kubernetes_objects
-from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
+from tools.mock_runtime import PROJECT_ROOT, StackFileError, load_stack_config, run_program
 from tools.resources import ProgramRun
 
 
@@ -276,12 +276,12 @@ def preview(stack: str, build_dir: Path) -> str:
     if FLEET_CONFIG_PATH in raw:
         from tools import fleet_preview
 
-        fleet = parse_fleet_config(raw[FLEET_CONFIG_PATH])
+        fleet = parse_fleet_config(raw[FLEET_CONFIG_PATH], stack_file=True)
         run = fleet_preview.redacted_run(run_program(stack, raw))
         objects = fleet_preview.fleet_objects(run, stack)
         write_contract(run, objects, build_dir / stack)
         return fleet_preview.render_fleet_plan(run, fleet, objects)
-    config = parse_platform_config(raw.get(CONFIG_PATH))
+    config = parse_platform_config(raw.get(CONFIG_PATH), stack_file=True)
     run = run_program(stack, raw)
     objects = kubernetes_objects(run.resources)
     write_contract(run, objects, build_dir / stack)
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, pulumi.RunError) as err:
+    except (FileNotFoundError, StackFileError, pulumi.RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"\nWrote {args.build_dir / args.stack}/resources.json and manifests.yaml")

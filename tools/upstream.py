@@ -185,6 +185,33 @@ def verify(lock: Lock, root: Path) -> list[str]:
     return [p for e in lock.files if (p := problem_with(e, root)) is not None]
 
 
+def ensure(
+    lock: Lock,
+    *,
+    configured: bool,
+    root: Path,
+    fetcher: Callable[[Lock, Path], FetchReport] | None = None,
+) -> tuple[int, str]:
+    """What `make test` does first: (exit code, one line). Verified data is used as is; data missing from the
+    default cache is fetched; a configured `$GKE_TPU_UPSTREAM_DIR` is never written to, only checked, and data that
+    cannot be had ends the run in one line that says what to run, instead of a hundred failing tests."""
+    problems = verify(lock, root)
+    if not problems:
+        return 0, f"upstream reference data: {len(lock.files)} files verified in {root}"
+    if configured:
+        return 1, (
+            f"{ENV_VAR}={root} is not usable ({len(problems)} of {len(lock.files)} locked files missing or "
+            f"altered, first: {problems[0]}); unset it to let `make test` fetch the data, or fix that directory"
+        )
+    report = (fetcher or (lambda lk, dest: fetch(lk, dest, progress=lambda _: None)))(lock, root)
+    if not report.ok:
+        return 1, (
+            f"the tests need the pinned Kueue/JobSet reference data and it could not be downloaded "
+            f"({report.refused[0]}); run `make upstream` when online, or set {ENV_VAR} to an offline copy"
+        )
+    return 0, f"upstream reference data: fetched {len(report.installed)} files into {root} (once)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.upstream", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -195,10 +222,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     get.add_argument("--base-url", default=DEFAULT_BASE_URL, help="mirror with raw.githubusercontent.com's layout")
     check = sub.add_parser("verify", help="check a directory against the lock without downloading")
     check.add_argument("--dir", type=Path, default=None)
-    for command in (get, check):
+    ready = sub.add_parser(
+        "ensure", help="what `make test` runs first: verify the data, fetch it into the cache when missing"
+    )
+    for command in (get, check, ready):
         command.add_argument("--lock", type=Path, default=LOCK_FILE, help="lock file (default: upstream.lock.json)")
     ns = parser.parse_args(argv)
     lock = load_lock(ns.lock)
+    if ns.command == "ensure":
+        code, line = ensure(lock, configured=bool(os.environ.get(ENV_VAR)), root=data_dir())
+        print(line, file=sys.stderr if code else sys.stdout)
+        return code
     if ns.command == "verify":
         root = ns.dir or data_dir()
         problems = verify(lock, root)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,7 +30,7 @@ def _path(root: str, loc: Sequence[int | str]) -> str:
     return out
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     try:
         text = json.dumps(value, default=str)
     except (TypeError, ValueError):
@@ -53,9 +54,75 @@ def format_validation_error(root: str, err: ValidationError, what: str = "stack 
                 else:
                     problems.append(f"{path}: {line}")
         elif kind == "extra_forbidden":
-            problems.append(f"{path}: unknown setting (check the spelling; settings are camelCase)")
+            # The key as the user wrote it: camel-casing `Region` would show `region`, the spelling that works.
+            shown = _path(root, loc[:-1]) + (f".{loc[-1]}" if loc and isinstance(loc[-1], str) else "")
+            problems.append(f"{shown}: unknown setting (check the spelling; settings are camelCase)")
         elif kind == "missing":
             problems.append(f"{path}: required setting is missing")
         else:
-            problems.append(f"{path}: {msg} (got {_show(item.get('input'))})")
+            problems.append(f"{path}: {describe(item)} (got {show_value(item.get('input'))})")
     return ConfigError(root, problems, what)
+
+
+# Patterns of the config models, said the way a user would (a raw regex is not an answer a newcomer can use).
+_PATTERN_WORDS = {
+    r"^[a-z]([-a-z0-9]*[a-z0-9])?$": "a name of lowercase letters, digits and `-`, starting with a letter and "
+    "ending with a letter or digit, e.g. `tpu-dev`",
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a name of lowercase letters, digits and `-`, starting and ending with a "
+    "letter or digit, e.g. `training-high`",
+    r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$": "a GCP project id: 6 to 30 lowercase letters, digits and `-`, starting with a "
+    "letter, e.g. `my-tpu-project`",
+    r"^[a-z]+-[a-z]+[0-9]+$": "a GCP region, e.g. `us-east5`",
+    r"^[a-z]+-[a-z]+[0-9]+(-[a-z])?$": "a GCP region or zone, e.g. `us-east5` or `us-east5-b`",
+    r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$": "a duration such as `90s`, `15m` or `1h30m`",
+    r"^\d+s$": "a whole number of seconds such as `3600s`",
+    r"^[0-9]+(\.[0-9]+)?m?$": "a CPU amount such as `250m` or `1`",
+    r"^[0-9]+(Mi|Gi)$": "a memory amount such as `512Mi` or `1Gi`",
+    r"^[0-9]+(\.[0-9]+)?$": "a decimal number such as `1` or `1.5`",
+}
+
+_TYPE_WORDS = {
+    "dict_type": "expected a group of settings (`key: value` lines indented under it)",
+    "model_type": "expected a group of settings (`key: value` lines indented under it)",
+    "model_attributes_type": "expected a group of settings (`key: value` lines indented under it)",
+    "list_type": "expected a list (`- ` items)",
+    "time_delta_parsing": "expected a duration such as `90s`, `15m` or `1h30m`",
+    "time_delta_type": "expected a duration such as `90s`, `15m` or `1h30m`",
+    "int_parsing": "expected a whole number",
+    "int_type": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "bool_parsing": "expected `true` or `false`",
+    "bool_type": "expected `true` or `false`",
+    "string_type": "expected text",
+}
+
+_BOUND_WORDS = {"ge": "at least", "gt": "more than", "le": "at most", "lt": "less than"}
+
+
+def _duration_words(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def describe(item: Mapping[str, Any]) -> str:
+    """One pydantic error in the user's words: no regexes, class names or `datetime.timedelta(...)`."""
+    kind = str(item.get("type", ""))
+    ctx = item.get("ctx") or {}
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern", ""))
+        return f"expected {_PATTERN_WORDS.get(pattern, f'text of the form {pattern}')}"
+    if kind in ("enum", "literal_error") and "expected" in ctx:
+        return f"expected one of {ctx['expected']}"
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    for key, words in _BOUND_WORDS.items():
+        if key in ctx:
+            bound = ctx[key]
+            shown = _duration_words(bound) if isinstance(bound, timedelta) else str(bound)
+            return f"must be {words} {shown}"
+    if kind == "value_error":
+        return str(item.get("msg", "")).removeprefix(_VALUE_ERROR_PREFIX)
+    return str(item.get("msg", ""))

@@ -22,6 +22,7 @@ from components.config.platform import PlatformConfig
 from components.config.priorities import NAME_PATTERN
 from components.config.queues import ClusterQueueSpec
 from components.config.resolved import effective_cluster_queues, effective_local_queues
+from components.config.spelling import camel_case_keys
 
 FLEET_CONFIG_KEY = "fleet"
 FLEET_CONFIG_PATH = f"gke-tpu-priority:{FLEET_CONFIG_KEY}"
@@ -236,25 +237,25 @@ class FleetConfig(ConfigModel):
             other_tiers = [(t.name, t.value) for t in p.priorities]
             if other_tiers != tiers:
                 problems.append(
-                    f".workers[{i}].platform.priorities: {_show(other_tiers)} differ from workers[0]'s "
-                    f"{_show(tiers)}; every cluster of a fleet needs identical tiers (names and values)"
+                    f".workers[{i}].platform.priorities: {show_value(other_tiers)} differ from workers[0]'s "
+                    f"{show_value(tiers)}; every cluster of a fleet needs identical tiers (names and values)"
                 )
             other_cqs = _queue_shape(p)
             if other_cqs != cqs:
                 problems.append(
-                    f".workers[{i}].platform.queues.clusterQueues: names/namespaces/cohorts {_show(other_cqs)} "
-                    f"differ from workers[0]'s {_show(cqs)}; ClusterQueues must be the same in every worker "
+                    f".workers[{i}].platform.queues.clusterQueues: names/namespaces/cohorts {show_value(other_cqs)} "
+                    f"differ from workers[0]'s {show_value(cqs)}; ClusterQueues must be the same in every worker "
                     "(only quotas and flavors may differ)"
                 )
             other_lqs = sorted((q.namespace, q.name, q.cluster_queue) for q in effective_local_queues(p.queues))
             if other_lqs != lqs:
                 problems.append(
-                    f".workers[{i}].platform.queues.localQueues: {_show(other_lqs)} differ from workers[0]'s "
-                    f"{_show(lqs)}; MultiKueue needs the same namespaces and LocalQueues in every cluster"
+                    f".workers[{i}].platform.queues.localQueues: {show_value(other_lqs)} differ from workers[0]'s "
+                    f"{show_value(lqs)}; MultiKueue needs the same namespaces and LocalQueues in every cluster"
                 )
             if sorted((c.name, c.parent) for c in p.queues.cohorts) != cohorts:
                 problems.append(
-                    f".workers[{i}].platform.queues.cohorts: differ from workers[0]'s {_show(cohorts)}; "
+                    f".workers[{i}].platform.queues.cohorts: differ from workers[0]'s {show_value(cohorts)}; "
                     "cohorts must be the same in every worker"
                 )
         return problems
@@ -302,7 +303,7 @@ def _queue_shape(p: PlatformConfig) -> list[tuple[str, str, str]]:
     )
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
 
@@ -346,11 +347,18 @@ def check_groups(config: FleetConfig) -> list[CheckGroup]:
     return [group(f"multikueue-{cqs[0]}", workers, cqs) for workers, cqs in groups.items()]
 
 
-def parse_fleet_config(raw: Any) -> FleetConfig:
+def parse_fleet_config(raw: Any, *, stack_file: bool = False) -> FleetConfig:
     """Validate the raw `gke-tpu-priority:fleet` object; raise ConfigError listing every problem."""
     if not isinstance(raw, dict):
         raise ConfigError(FLEET_CONFIG_KEY, [f"{FLEET_CONFIG_KEY}: expected an object, got {type(raw).__name__}"])
+    # Only a stack file is held to camelCase: components built from other languages' typed inputs arrive with
+    # field names.
+    cleaned, spelling = camel_case_keys(FleetConfig, raw, FLEET_CONFIG_KEY) if stack_file else (raw, [])
     try:
-        return FleetConfig.model_validate(raw)
+        config = FleetConfig.model_validate(cleaned)
     except ValidationError as err:
-        raise format_validation_error(FLEET_CONFIG_KEY, err) from None
+        formatted = format_validation_error(FLEET_CONFIG_KEY, err)
+        raise ConfigError(FLEET_CONFIG_KEY, [*spelling, *formatted.problems]) from None
+    if spelling:
+        raise ConfigError(FLEET_CONFIG_KEY, spelling)
+    return config

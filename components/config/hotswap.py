@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from components.config.base import ConfigModel, problems_error
+from components.config.errors import describe, show_value
 from components.config.priorities import HotswapMode
 
 # Keys the package derives from the rest of the stack; setting them in `settings` would contradict it.
@@ -35,6 +36,16 @@ class HotswapResources(ConfigModel):
     )
 
 
+class HotswapMonitoring(ConfigModel):
+    enabled: bool | None = Field(
+        default=None,
+        description="Declare a GKE Managed Prometheus PodMonitoring for the reconciler's metrics, its alerting rules "
+        '(a Managed Prometheus `Rules` object) and a Grafana dashboard ConfigMap (`grafana_dashboard: "1"`). Unset: '
+        "on when the package creates the cluster (Managed Prometheus is on there), off with `cluster.mode: "
+        "existing` (its cluster may lack the monitoring.googleapis.com CRDs).",
+    )
+
+
 class HotswapSettings(ConfigModel):
     mode: HotswapMode = Field(
         default=HotswapMode.RECONCILER,
@@ -54,6 +65,9 @@ class HotswapSettings(ConfigModel):
     replicas: int = Field(default=2, ge=1, le=3, description="Replicas; one leads (Lease), the others stand by.")
     dry_run: bool = Field(default=False, description="Log every decision but write nothing.")
     resources: HotswapResources = Field(default_factory=HotswapResources, description="Container resources.")
+    monitoring: HotswapMonitoring = Field(
+        default_factory=HotswapMonitoring, description="Scraping, alerting rules and a dashboard for the reconciler."
+    )
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Reconciler tuning in its own schema (camelCase), e.g. `unhealthyGrace: 20s`, `maxHold: 6h`, "
@@ -76,7 +90,7 @@ class HotswapSettings(ConfigModel):
             except ValidationError as err:
                 for item in err.errors(include_url=False):
                     path = ".".join(str(p) for p in item["loc"])
-                    problems.append(f".settings.{path}: {item['msg']} (got {item.get('input')!r})")
+                    problems.append(f".settings.{path}: {describe(item)} (got {show_value(item.get('input'))})")
         if problems:
             raise problems_error(problems)
         return self

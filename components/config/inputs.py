@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pulumi
 from pydantic import ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
 
+from components.config.errors import describe
+
 
 class AcceptsOutput:
     """Marks a field whose value may be a `pulumi.Output` (the component schema types it `Input<string>`)."""
@@ -30,7 +32,7 @@ def _validate_when_known(value: Any, handler: ValidatorFunctionWrapHandler, info
         try:
             return str(handler(resolved))
         except ValidationError as err:
-            raise ValueError(f"{field}: {err.errors()[0]['msg']} (got {resolved!r})") from None
+            raise ValueError(f"{field}: {describe(err.errors()[0])} (got {resolved!r})") from None
 
     return value.apply(check)
 

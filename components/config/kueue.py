@@ -35,6 +35,10 @@ class FairSharingStrategy(StrEnum):
     LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
 
 
+# Below this, Kueue evicts a multi-host TPU workload before its pods can have pulled images and initialised.
+MIN_READY_TIMEOUT_SECONDS = 300
+
+
 class WaitForPodsReady(ConfigModel):
     timeout: str = Field(
         default="15m",
@@ -63,6 +67,12 @@ class WaitForPodsReady(ConfigModel):
         problems = []
         if self.backoff_max_seconds < self.backoff_base_seconds:
             problems.append(".backoffMaxSeconds: must be at least backoffBaseSeconds")
+        if duration_seconds(self.timeout) < MIN_READY_TIMEOUT_SECONDS:
+            problems.append(
+                f".timeout: {self.timeout!r} is shorter than 5m: a multi-host TPU slice takes minutes to pull images "
+                "and initialise, so Kueue would evict and requeue every workload before it could start; use 10m or "
+                "more (default 15m)"
+            )
         if duration_seconds(self.recovery_timeout) < 300:
             problems.append(
                 f".recoveryTimeout: {self.recovery_timeout!r} is shorter than 5m, which would cut hotswap recovery "

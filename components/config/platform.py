@@ -20,12 +20,14 @@ from components.config.cluster import (
 from components.config.errors import ConfigError, format_validation_error
 from components.config.hotswap import HotswapSettings
 from components.config.inputs import InputStr
-from components.config.kueue import JobSetSettings, KueueSettings
+from components.config.kueue import JobSetSettings, KueueSettings, duration_seconds
 from components.config.priorities import PriorityTier, default_tiers
 from components.config.queues import LADDER_ORDER, RESERVED_NAMESPACES, ClusterQueueSpec, QueuesConfig
 from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
+from components.config.spelling import camel_case_keys
 from components.config.tenancy import TeamSpec, team_problems
 from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
+from components.tpu_shapes import SHAPES, TOPOLOGY_LABEL
 
 CONFIG_KEY = "platform"
 CONFIG_PATH = f"gke-tpu-priority:{CONFIG_KEY}"
@@ -123,8 +125,9 @@ class PlatformConfig(ConfigModel):
                 problems.append(f".tpuPools[{i}].name: {SYSTEM_POOL_NAME!r} is reserved for the system node pool")
             if not group.zone.startswith(f"{self.region}-"):
                 problems.append(
-                    f".tpuPools[{i}].zone: {group.zone!r} is not in region {self.region!r}; "
-                    f"use a zone like `{self.region}-b` that offers TPU v6e"
+                    f".tpuPools[{i}].zone: {group.zone!r} is not in region {self.region!r}; a TPU pool's zone "
+                    f"must be one of the cluster's region (`{self.region}-<letter>`) where your project has TPU v6e "
+                    "capacity (the zones that offer v6e: cloud.google.com/tpu/docs/regions-zones)"
                 )
         flex = [i for i, g in enumerate(self.tpu_pools) if g.capacity.mode is CapacityMode.FLEX_START]
         problems += version_floor_problems(self.cluster.min_master_version, gke_version_needs(flex))
@@ -145,6 +148,7 @@ class PlatformConfig(ConfigModel):
                 problems.append(f".systemPool.zones[{j}]: {zone!r} is not in region {self.region!r}")
         if self.cluster.is_existing():
             problems += existing_cluster_problems(self)
+        problems += starvation_grace_problems(self)
         if problems:
             raise problems_error(problems)
         return self
@@ -240,6 +244,14 @@ class PlatformConfig(ConfigModel):
                     )
                     continue
                 nominal[quota.flavor] = nominal.get(quota.flavor, 0) + quota.chips
+                slice_chips = flavor_slice_chips(flavors[quota.flavor])
+                if slice_chips and 0 < quota.chips < slice_chips:
+                    problems.append(
+                        f".queues.clusterQueues[{i}].{field}[{j}].chips: {quota.chips} is less than one slice of "
+                        f"flavor "
+                        f"{quota.flavor!r} ({slice_chips} chips), so no workload could ever be admitted on it; use 0 "
+                        f"(borrow only) or a multiple of {slice_chips}"
+                    )
             if cq.ladder is not None:
                 problems += _ladder_order_problems(i, cq, flavors)
         laddered = {q.flavor for cq in queues if cq.ladder is not None for q in cq.flavor_quotas}
@@ -350,11 +362,50 @@ def existing_cluster_problems(config: PlatformConfig) -> list[str]:
     return problems
 
 
-def parse_platform_config(raw: Any) -> PlatformConfig:
+def parse_platform_config(raw: Any, *, stack_file: bool = False) -> PlatformConfig:
     """Validate the raw `gke-tpu-priority:platform` object; raise ConfigError listing every problem."""
     if not isinstance(raw, dict):
         raise ConfigError(CONFIG_KEY, [f"{CONFIG_KEY}: expected an object, got {type(raw).__name__}"])
+    # Only a stack file is held to camelCase: components built from other languages' typed inputs arrive with
+    # field names.
+    cleaned, spelling = camel_case_keys(PlatformConfig, raw, CONFIG_KEY) if stack_file else (raw, [])
     try:
-        return PlatformConfig.model_validate(raw)
+        config = PlatformConfig.model_validate(cleaned)
     except ValidationError as err:
-        raise format_validation_error(CONFIG_KEY, err) from None
+        formatted = format_validation_error(CONFIG_KEY, err)
+        raise ConfigError(CONFIG_KEY, [*spelling, *formatted.problems]) from None
+    if spelling:
+        raise ConfigError(CONFIG_KEY, spelling)
+    return config
+
+
+def starvation_grace_problems(config: PlatformConfig) -> list[str]:
+    """The reconciler acts on a starved JobSet after `starvationGrace`; its victims' termination and the JobSet's
+    start-up must then fit in what is left of Kueue's `waitForPodsReady.timeout`, or Kueue evicts the JobSet the
+    reconciler is freeing slices for. Half the timeout is the most the grace may take."""
+    if not config.hotswap.enabled:
+        return []
+    from pydantic import ValidationError
+
+    from hotswap.config import HotswapConfig
+
+    try:
+        grace = HotswapConfig.model_validate({**config.hotswap.settings, "mode": config.hotswap.mode.value})
+    except ValidationError:
+        return []  # reported by hotswap.settings' own check
+    timeout = duration_seconds(config.kueue.wait_for_pods_ready.timeout)
+    seconds = grace.starvation_grace.total_seconds()
+    if seconds * 2 <= timeout:
+        return []
+    return [
+        f".hotswap.settings.starvationGrace: {seconds:g}s is more than half of kueue.waitForPodsReady.timeout "
+        f"({config.kueue.wait_for_pods_ready.timeout}); after the grace the victims must terminate and the JobSet "
+        "start before the timeout, or Kueue evicts the JobSet the reconciler frees slices for; lower "
+        f"starvationGrace to {timeout / 2:g}s or less (default 60s), or raise the timeout"
+    ]
+
+
+def flavor_slice_chips(flavor: Flavor) -> int:
+    """Chips of one slice of the topology a flavor selects; 0 when it selects none (any slice may land on it)."""
+    topology = dict(flavor.node_labels).get(TOPOLOGY_LABEL)
+    return min((s.chips for s in SHAPES if s.topology == topology), default=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from components.config.base import ConfigModel
 
@@ -17,8 +17,28 @@ class HotswapMode(StrEnum):
     SCHEDULER_ASSISTED = "scheduler-assisted"
 
 
+# PriorityClasses the platform declares for its own controllers (components/kueue, components/reconciler): a tier
+# of the same name would be a second PriorityClass with that name, and one of the two would silently win.
+PLATFORM_PRIORITY_CLASSES = {
+    "tpu-platform-controllers": "Kueue's and JobSet's controllers",
+    "hotswap-reconciler": "the hotswap reconciler",
+}
+
+
 class PriorityTier(ConfigModel):
     name: str = Field(pattern=NAME_PATTERN, max_length=63, description="Tier name; pods and JobSets refer to it.")
+
+    @field_validator("name")
+    @classmethod
+    def _not_the_platforms_own(cls, name: str) -> str:
+        # A field check, not a cross-field one: it is reported in the same run as every other field mistake.
+        if name in PLATFORM_PRIORITY_CLASSES:
+            raise ValueError(
+                f"{name!r} is the PriorityClass of {PLATFORM_PRIORITY_CLASSES[name]}, which the platform declares "
+                "itself; name the tier something else"
+            )
+        return name
+
     value: int = Field(ge=-2_147_483_648, le=MAX_USER_PRIORITY, description="Priority value; higher wins.")
     description: str = Field(min_length=1, description="What the tier is for, shown to users of the cluster.")
     preempts: bool = Field(

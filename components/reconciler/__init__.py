@@ -8,7 +8,7 @@ import yaml
 
 from components.config import parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on
-from components.reconciler import objects
+from components.reconciler import monitoring, objects
 from components.reconciler.image import build_image
 from components.reconciler.state_guard import state_guard_binding, state_guard_policy
 from components.schema_types import PlatformConfig as PlatformSettings
@@ -73,6 +73,10 @@ class HotswapReconciler(pulumi.ComponentResource):
         # Only the reconciler writes its state on Workloads (who wrote it decides, not what it says).
         guard = declare("state-guard", state_guard_policy(config))
         declare("state-guard-binding", state_guard_binding(config), guard)
+        if monitoring.monitoring_enabled(config):
+            declare("podmonitoring", monitoring.pod_monitoring(config), ns)
+            declare("rules", monitoring.alert_rules(config), ns)
+            declare("dashboard", monitoring.dashboard_config_map(config), ns)
         self.namespace = pulumi.Output.from_input(config.hotswap.namespace)
         self.image = pulumi.Output.from_input(image)
         self.register_outputs({"namespace": self.namespace, "image": self.image})

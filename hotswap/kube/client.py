@@ -23,14 +23,23 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client, config
 
+from hotswap.kube.access import ClusterAccess, choose_access
+
 # Timeouts (seconds) for ordinary, non-streaming calls. Every call passes one of these.
 REQUEST_TIMEOUT = 10.0
 
 
 async def new_api_client(kubeconfig: str | None, context: str | None = None) -> client.ApiClient:
-    """Return an ApiClient from ``kubeconfig`` if given, else from the in-cluster service account."""
-    if kubeconfig:
-        return await config.new_client_from_config(config_file=kubeconfig, context=context)
+    """Return an ApiClient for the credentials :func:`hotswap.kube.access.choose_access` picks."""
+    return await api_client_for(choose_access(kubeconfig, context))
+
+
+async def api_client_for(access: ClusterAccess) -> client.ApiClient:
+    if access.kubeconfig is not None:
+        # persist_config=False: a CLI run must not rewrite the operator's kubeconfig.
+        return await config.new_client_from_config(
+            config_file=access.kubeconfig, context=access.context, persist_config=False
+        )
     configuration = client.Configuration()
     config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     return client.ApiClient(configuration)

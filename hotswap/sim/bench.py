@@ -27,7 +27,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,6 +41,7 @@ from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scaling import measure
 from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, SEED_MULTIPLIER, standard_scenarios
 from hotswap.sim.simulator import RunResult
+from hotswap.sim.workers import worker_pool
 
 FLEET_SEEDS = 2
 """Seeds of the multi-region fleet scenario (`hotswap.sim.fleet.region_degraded`) in `make bench`."""
@@ -92,7 +93,7 @@ def run_many(
             results[key] = run_one(sc, policy)
             bar.update()
     else:
-        with ProcessPoolExecutor(max_workers=workers) as executor:
+        with worker_pool(workers) as executor:
             # Longest first so the workers finish together (longest-processing-time packing).
             ordered = sorted(runs, key=lambda r: -run_cost(r[1], r[2]))
             futures = {executor.submit(run_one, sc, policy): key for key, sc, policy in ordered}

@@ -231,9 +231,9 @@ def fleet_bench(
         for policy in FLEET_POLICIES
     ]
     if workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
+        from hotswap.sim.workers import worker_pool
 
-        with ProcessPoolExecutor(max_workers=workers) as ex:
+        with worker_pool(workers) as ex:
             results = list(ex.map(_run_args, runs))
     else:
         results = [_run_args(r) for r in runs]

@@ -6,6 +6,8 @@
 | ``kueue_objects`` | Kueue v1beta2, ClusterQueue shape, LocalQueues pointing at declared ClusterQueues |
 | ``admission_checks`` | MultiKueue and ProvisioningRequest checks: parameters, references, kubeconfig Secrets, |
 | | queued flavors covered, worker quota |
+| ``workload_capacity`` | work that can never run: a topology no flavor of its queue has, more chips than the queue |
+| | can be admitted with, a TPU quota below one slice |
 | ``tpu_workloads`` | JobSets/Jobs/Pods on TPU: queue, priority tier, exclusive slices, v6e shape (also in CEL) |
 | ``hotswap_readiness`` | TPU JobSets of tiers hotswap protects survive the restart that moves them (also in CEL) |
 | ``tenancy`` | TPU only through Kueue, no nodeName, tier entitlements, who may opt out of hotswap (also in CEL) |
@@ -31,6 +33,7 @@ from . import (
     reconciler_hardening,
     tenancy,
     tpu_workloads,
+    workload_capacity,
 )
 from .base import GcpRule, ObjectRule, PictureRule, Rule
 
@@ -39,6 +42,7 @@ RULES: tuple[Rule, ...] = (
     *kueue_objects.RULES,
     *admission_checks.RULES,
     *tpu_workloads.RULES,
+    *workload_capacity.RULES,
     *hotswap_readiness.RULES,
     *tenancy.RULES,
     *gke.RULES,

@@ -47,7 +47,7 @@ def team_jobset(stack: str, topology: str = "4x4") -> dict[str, Any]:
         "queue": queue.name,
         "priority": max(config.priorities, key=lambda t: t.value).name,
         "topology": topology,
-        "slices": 2,
+        "slices": 1,  # every stack queue holds one 4x4 slice; more would never run (tpu-workload-fits-its-queue)
         "image": "trainer:1",
         "command": ["python", "train.py"],
     }

@@ -1,0 +1,143 @@
+"""`hotswap status` (issue 38, item 6): what is held, for whom, since when and why, readable in a terminal."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fakes.apiserver import FakeApiServer, Fault
+
+from hotswap.annotations import AnnotationKeys
+from hotswap.status import age, held_rows, op_rows, render
+
+from .cluster import NS, WORKLOADS
+from .test_cli_access import cli, home_with_kubeconfig
+
+pytestmark = pytest.mark.timeout(60)
+
+KEYS = AnnotationKeys("hotswap.gke-tpu-priority.io")
+EVENTS = "events.events.k8s.io"
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+
+
+def victim(name: str, since: str, op: str = "op-7") -> dict[str, object]:
+    return {
+        "metadata": {
+            "name": f"jobset-{name}-abc",
+            "namespace": NS,
+            "ownerReferences": [{"kind": "JobSet", "name": name, "apiVersion": "jobset.x-k8s.io/v1alpha2"}],
+            "annotations": {
+                KEYS.held_by: f"{NS}/high/uid-1/0",
+                KEYS.op_id: op,
+                KEYS.held_since: since,
+                KEYS.hold_count: "2",
+            },
+        },
+        "spec": {"active": False},
+    }
+
+
+def preemptor() -> dict[str, object]:
+    op = "id=op-7;attempt=1;since=2026-12-05T10:58:00Z;slices=pool-3,pool-4;fenced=1;victims=ml/jobset-low-abc"
+    return {"metadata": {"name": "jobset-high-xyz", "namespace": NS, "annotations": {KEYS.op: op}}, "spec": {}}
+
+
+def held_event(jobset: str, op: str, note: str, at: str) -> dict[str, object]:
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{jobset}.hotswap-{at[-3:-1]}",
+            "namespace": NS,
+            "labels": {"app.kubernetes.io/managed-by": "hotswap-reconciler"},
+            "annotations": {KEYS.op_id: op},
+        },
+        "eventTime": at,
+        "reason": "HotswapVictimHeld",
+        "note": note,
+        "regarding": {"kind": "JobSet", "namespace": NS, "name": jobset},
+    }
+
+
+def test_rows_say_who_for_whom_since_when_and_why() -> None:
+    workloads = [victim("low", "2026-12-05T11:00:00Z"), victim("mid", "2026-12-05T09:30:00Z", "op-3"), preemptor()]
+    events = [
+        held_event("low", "op-7", "old note", "2026-12-05T10:00:00.000000Z"),
+        held_event("low", "op-7", "held (spec.active=false) to free slices for ml/high", "2026-12-05T11:00:00.000000Z"),
+    ]
+    held = held_rows(workloads, events, KEYS)
+    assert [(r.workload, r.jobset, r.preemptor, r.op_id, r.holds) for r in held] == [
+        (f"{NS}/jobset-mid-abc", "mid", f"{NS}/high", "op-3", 2),
+        (f"{NS}/jobset-low-abc", "low", f"{NS}/high", "op-7", 2),
+    ]
+    assert held[1].why == "held (spec.active=false) to free slices for ml/high"
+    assert held[0].why == f"held for {NS}/high (no Event left: Events expire after an hour)"
+    (op,) = op_rows(workloads, KEYS)
+    assert (op.preemptor, op.op_id, op.attempt, op.slices, op.fenced) == (
+        f"{NS}/jobset-high-xyz",
+        "op-7",
+        1,
+        ("pool-3", "pool-4"),
+        1,
+    )
+    text = render(held, [op], NOW).splitlines()
+    assert text[0] == "Held by the reconciler: 2 Workload(s)"
+    assert text[1].split() == ["WORKLOAD", "JOBSET", "HELD", "FOR", "SINCE", "AGE", "HOLDS", "OP", "WHY"]
+    assert text[2].split()[:7] == [
+        f"{NS}/jobset-mid-abc",
+        "mid",
+        f"{NS}/high",
+        "2026-12-05T09:30:00Z",
+        "2h30m",
+        "2",
+        "op-3",
+    ]
+    assert text[3].endswith("held (spec.active=false) to free slices for ml/high")
+    assert text[5] == "Open operations: 1"
+    assert text[7].split() == [
+        f"{NS}/jobset-high-xyz",
+        "op-7",
+        "1",
+        "2026-12-05T10:58:00Z",
+        "1h02m",
+        "1",
+        "pool-3,pool-4",
+        "ml/jobset-low-abc",
+    ]
+
+
+def test_nothing_held_says_so() -> None:
+    assert render([], [], NOW) == "Nothing is held by the reconciler.\n\nNo open operations."
+    assert (age(datetime(2026, 12, 5, 11, 59, 20, tzinfo=UTC), NOW), age(None, NOW)) == ("40s", "?")
+
+
+async def test_status_command_reads_the_cluster(api: FakeApiServer, tmp_path: Path) -> None:
+    api.put(WORKLOADS, victim("low", "2026-12-05T11:00:00Z"))
+    api.put(WORKLOADS, preemptor())
+    api.put(WORKLOADS, {"metadata": {"name": "other", "namespace": NS}, "spec": {"active": True}})
+    api.put(EVENTS, held_event("low", "op-7", "held to free slices for ml/high", "2026-12-05T11:00:00.000000Z"))
+    home = home_with_kubeconfig(tmp_path, api.url)
+    code, out, err = await cli("status", home=home)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "Held by the reconciler: 1 Workload(s)"
+    assert lines[2].startswith(f"{NS}/jobset-low-abc") and lines[2].endswith("held to free slices for ml/high")
+    assert "Open operations: 1" in lines
+    code, out, err = await cli("status", "--output", "json", home=home)
+    assert code == 0, err
+    document = json.loads(out)
+    assert [h["workload"] for h in document["held"]] == [f"{NS}/jobset-low-abc"]
+    assert document["held"][0]["since"] == "2026-12-05T11:00:00Z"
+    assert document["operations"][0]["slices"] == ["pool-3", "pool-4"]
+    assert api.writes() == []
+
+
+async def test_status_without_event_access_still_lists_the_holds(api: FakeApiServer, tmp_path: Path) -> None:
+    api.put(WORKLOADS, victim("low", "2026-12-05T11:00:00Z"))
+    api.inject(Fault(verb="list", resource=EVENTS, status=403, times=None))
+    code, out, err = await cli("status", home=home_with_kubeconfig(tmp_path, api.url))
+    assert code == 0, err
+    assert f"{NS}/jobset-low-abc" in out
+    assert out.rstrip().endswith("(Events unreadable (HTTP 403): WHY comes from the annotations only)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,8 +59,19 @@ def _record_versions(kubectl: Kubectl) -> None:
         report.section("build").update(json.loads(BUILDS_RECORD.read_text()))
 
 
+def _interrupt_on_sigterm() -> None:
+    """`timeout`, CI and process supervisors stop with SIGTERM; as an interrupt, it still runs every fixture's
+    teardown, so no process of the local cluster outlives the suite."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 @pytest.fixture(scope="session")
 def target() -> Iterator[Target]:
+    _interrupt_on_sigterm()
     external = os.environ.get("E2E_KUBECONFIG")
     kubectl_binary = toolchain.binary("kubectl")
     if external:
@@ -155,6 +167,7 @@ def controllers(target: Target, crds: list[str]) -> Iterator[Controllers]:
         yield Controllers(managers[0], managers[1], installed)
     finally:
         for manager in reversed(managers):
+            section.setdefault(manager.spec.name, {})["restarts"] = manager.restarts
             manager.stop()
 
 

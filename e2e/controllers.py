@@ -129,6 +129,9 @@ class LocalManager:
         self.process: Process | None = None
         self.certs: CertSync | None = None
         self.ready_seconds = 0.0
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._supervisor = threading.Thread(target=self._supervise, name=f"supervise-{spec.name}", daemon=True)
 
     def _config(self) -> JsonObj:
         config: JsonObj = json.loads(json.dumps(self.spec.config))
@@ -173,13 +176,24 @@ class LocalManager:
         )  # fmt: skip
         wait_for(
             f"{self.spec.name} to serve its webhook",
-            self._serving,
+            self.serving,
             timeout,
             self.process,
         )
         self.ready_seconds = round(time.monotonic() - started, 1)
+        self._supervisor.start()
 
-    def _serving(self) -> bool:
+    def _supervise(self) -> None:
+        """Start the manager again when it exits, as its Deployment would: a manager that cannot renew its leader
+        lease in time (an API-server restart) exits on purpose and counts on being restarted."""
+        while not self._stopping.wait(1.0):
+            if self.process is not None and not self.process.running:
+                self.restarts += 1
+                self._stopping.wait(min(10.0, 2.0 * self.restarts))  # the kubelet's back-off, shortened
+                if not self._stopping.is_set():
+                    self.process.start()
+
+    def serving(self) -> bool:
         """Any TLS answer on the webhook port: the server starts only once its certificate is in place."""
         connection = http.client.HTTPSConnection(
             "127.0.0.1", self.webhook_port, context=ssl._create_unverified_context(), timeout=5
@@ -192,6 +206,9 @@ class LocalManager:
             connection.close()
 
     def stop(self) -> None:
+        self._stopping.set()
+        if self._supervisor.is_alive():
+            self._supervisor.join(timeout=15)
         if self.process is not None:
             self.process.stop()
         if self.certs is not None:

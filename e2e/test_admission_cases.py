@@ -28,8 +28,9 @@ RULE = re.compile(r"\[([a-z0-9][a-z0-9.-]*)\]")
 _results: dict[str, JsonObj] = {}
 
 
-def _namespace() -> JsonObj:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": table.NAMESPACE}}
+def _namespaces() -> list[JsonObj]:
+    names = {table.NAMESPACE} | {o["metadata"]["namespace"] for o in table.PLATFORM if o["metadata"].get("namespace")}
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}} for name in sorted(names)]
 
 
 def _bindings(action: str) -> list[JsonObj]:
@@ -41,7 +42,7 @@ def _bindings(action: str) -> list[JsonObj]:
 
 @pytest.fixture(scope="module")
 def platform(target: Target, controllers: Controllers) -> Iterator[list[JsonObj]]:
-    objects = [_namespace(), *table.PLATFORM, *table.POLICIES]
+    objects = [*_namespaces(), *table.PLATFORM, *table.POLICIES]
     outcomes = apply_all(target.rest, objects)
     assert [o.as_json() for o in outcomes if not o.accepted] == []
     # The ServiceAccount admission plugin refuses pods until the namespace's default ServiceAccount exists.

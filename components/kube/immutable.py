@@ -72,6 +72,14 @@ IMMUTABLE: dict[str, ImmutableFields] = {
     type_token("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): ImmutableFields(
         (), "core API: no immutable field"
     ),
+    # --- GKE Managed Service for Prometheus (hotswap.monitoring) -----------------------------------------------
+    # Its CRDs are GKE's and not pinned here; their schemas declare no `self == oldSelf` rule we know of.
+    type_token("monitoring.googleapis.com/v1", "PodMonitoring"): ImmutableFields(
+        (), "GKE Managed Prometheus: no immutable field known (CRD not pinned)"
+    ),
+    type_token("monitoring.googleapis.com/v1", "Rules"): ImmutableFields(
+        (), "GKE Managed Prometheus: no immutable field known (CRD not pinned)"
+    ),
     # --- Kueue v0.19.2 (CRD CEL rules and pkg/webhooks) ------------------------------------------------------
     type_token("kueue.x-k8s.io/v1beta2", "LocalQueue"): ImmutableFields(
         ("spec.clusterQueue",), "Kueue CRD: spec.clusterQueue `self == oldSelf`"

@@ -113,6 +113,15 @@ def crds(target: Target) -> list[str]:
     return names
 
 
+# Kinds whose CRDs GKE itself installs (Managed Service for Prometheus); the local cluster has no source for them
+# (the Go module proxy refuses github.com/GoogleCloudPlatform/prometheus-engine). Applied on a real GKE cluster.
+GKE_ONLY_GROUPS = ("monitoring.googleapis.com/",)
+
+
+def served_locally(target: Target, obj: JsonObj) -> bool:
+    return target.local is None or not str(obj["apiVersion"]).startswith(GKE_ONLY_GROUPS)
+
+
 CONTROLLERS_STACK = "dev"
 
 

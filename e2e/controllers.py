@@ -131,6 +131,7 @@ class LocalManager:
         self.ready_seconds = 0.0
         self.restarts = 0
         self._stopping = threading.Event()
+        self._lock = threading.Lock()
         self._supervisor = threading.Thread(target=self._supervise, name=f"supervise-{spec.name}", daemon=True)
 
     def _config(self) -> JsonObj:
@@ -187,11 +188,24 @@ class LocalManager:
         """Start the manager again when it exits, as its Deployment would: a manager that cannot renew its leader
         lease in time (an API-server restart) exits on purpose and counts on being restarted."""
         while not self._stopping.wait(1.0):
-            if self.process is not None and not self.process.running:
+            with self._lock:
+                if self.process is None or self.process.running:
+                    continue
                 self.restarts += 1
-                self._stopping.wait(min(10.0, 2.0 * self.restarts))  # the kubelet's back-off, shortened
-                if not self._stopping.is_set():
+            self._stopping.wait(min(10.0, 2.0 * self.restarts))  # the kubelet's back-off, shortened
+            with self._lock:
+                if not self._stopping.is_set() and not self.process.running:
                     self.process.start()
+
+    def restart(self, timeout: float = 180) -> None:
+        """Stop and start the manager, then wait until it serves: what a failing liveness probe leads to. A manager
+        started while the API server was down can hang in start-up (Kueue v0.19.2 does); this gets it back."""
+        assert self.process is not None
+        with self._lock:
+            self.process.stop()
+            self.process.start()
+            self.restarts += 1
+        wait_for(f"{self.spec.name} to serve after a restart", self.serving, timeout, self.process)
 
     def serving(self) -> bool:
         """Any TLS answer on the webhook port: the server starts only once its certificate is in place."""

@@ -14,7 +14,7 @@ from components.config import parse_platform_config
 from e2e import report
 from e2e.apply import ApplyOutcome, apply_all, delete_all
 from e2e.charts import chart_objects
-from e2e.conftest import Controllers, Target
+from e2e.conftest import Controllers, Target, served_locally
 from policies.rules.base import CLUSTER_ANNOTATION
 from tests.conftest import FLEET_STACKS, STACKS, stack_run
 from tools.fleet_preview import fleet_objects
@@ -23,15 +23,6 @@ from tools.mock_runtime import load_stack_config
 from tools.resources import ProgramRun
 
 JsonObj = dict[str, Any]
-
-
-# Kinds whose CRDs GKE itself installs (Managed Service for Prometheus); the local cluster has no source for them:
-# the Go module proxy refuses github.com/GoogleCloudPlatform/prometheus-engine. Applied on a real GKE cluster.
-GKE_ONLY_GROUPS = ("monitoring.googleapis.com/",)
-
-
-def _served_locally(target: Target, obj: JsonObj) -> bool:
-    return target.local is None or not str(obj["apiVersion"]).startswith(GKE_ONLY_GROUPS)
 
 
 def _objects_by_cluster(stack: str) -> dict[str, list[JsonObj]]:
@@ -95,7 +86,7 @@ def test_every_object_of_the_stack_is_accepted_unchanged(
 ) -> None:
     section = report.section("stacks")
     for cluster, every in _objects_by_cluster(stack).items():
-        objects = [o for o in every if _served_locally(target, o)]
+        objects = [o for o in every if served_locally(target, o)]
         skipped = [
             f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
             for o in every

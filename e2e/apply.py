@@ -11,36 +11,22 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from e2e.rest import RestClient
+from policies.rules.base import parse_quantity
 
 JsonObj = dict[str, Any]
 FIELD_MANAGER = "gke-tpu-priority-e2e"
 
-_SUFFIXES: dict[str, int | Decimal] = {
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-}  # fmt: skip
-
 
 def _quantity(value: object) -> Decimal | None:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
+    if not isinstance(value, str | int | float):
         return None
-    text = str(value)
-    number: str
-    scale: int | Decimal
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if suffix and text.endswith(suffix):
-            number, scale = text[: -len(suffix)], _SUFFIXES[suffix]
-            break
-    else:
-        number, scale = text, 1
     try:
-        return Decimal(number) * Decimal(scale)
-    except InvalidOperation:
+        return parse_quantity(value)
+    except ValueError:
         return None
 
 

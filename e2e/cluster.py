@@ -137,17 +137,6 @@ class LocalCluster:
             self.egress.stop()
             self.egress = None
 
-    def __enter__(self) -> LocalCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # ---- clients ---------------------------------------------------------------------------------------------
     @property
     def server(self) -> str:
@@ -274,55 +263,45 @@ class LocalCluster:
         )
         return time.monotonic() - started
 
-    def _component_kubeconfig(self, name: str, user: KeyPair) -> Path:
+    def _start_secure_component(self, name: str, user: KeyPair, flags: list[str]) -> None:
+        """kube-controller-manager or kube-scheduler: its own client certificate, serving /healthz on a free port."""
         assert self.pki is not None
-        return _kubeconfig(self.directory / f"{name}.kubeconfig", self.server, self.pki.ca.cert, user=user)
+        config = _kubeconfig(self.directory / f"{name}.kubeconfig", self.server, self.pki.ca.cert, user=user)
+        port = free_port()
+        process = self._launch(
+            name,
+            [
+                str(toolchain.binary(name)),
+                f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}",
+                f"--authorization-kubeconfig={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--leader-elect=false",
+                "--v=1",
+                *flags,
+            ],
+        )
+        wait_for(f"{name} /healthz", lambda: https_ok(port, "/healthz", None, None), 120, process)
+        self._ready(name)
 
     def _start_controller_manager(self) -> None:
         pki = self.pki
         assert pki is not None
-        config = self._component_kubeconfig("controller-manager", pki.controller_manager)
-        port = free_port()
-        process = self._launch(
+        self._start_secure_component(
             "kube-controller-manager",
+            pki.controller_manager,
             [
-                str(toolchain.binary("kube-controller-manager")),
-                f"--kubeconfig={config}",
-                f"--authentication-kubeconfig={config}",
-                f"--authorization-kubeconfig={config}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                "--leader-elect=false",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={pki.service_account_key}",
                 f"--root-ca-file={pki.ca.cert}",
                 f"--controllers={KCM_CONTROLLERS}",
-                "--v=1",
             ],
         )
-        wait_for("kube-controller-manager /healthz", lambda: https_ok(port, "/healthz", None, None), 120, process)
-        self._ready("kube-controller-manager")
 
     def _start_scheduler(self) -> None:
-        pki = self.pki
-        assert pki is not None
-        config = self._component_kubeconfig("scheduler", pki.scheduler)
-        port = free_port()
-        process = self._launch(
-            "kube-scheduler",
-            [
-                str(toolchain.binary("kube-scheduler")),
-                f"--kubeconfig={config}",
-                f"--authentication-kubeconfig={config}",
-                f"--authorization-kubeconfig={config}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                "--leader-elect=false",
-                "--v=1",
-            ],
-        )
-        wait_for("kube-scheduler /healthz", lambda: https_ok(port, "/healthz", None, None), 120, process)
-        self._ready("kube-scheduler")
+        assert self.pki is not None
+        self._start_secure_component("kube-scheduler", self.pki.scheduler, [])
 
     def _start_kwok(self) -> None:
         stages = kwok_stage_files()

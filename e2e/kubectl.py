@@ -41,8 +41,3 @@ class Kubectl:
     def json(self, *args: str) -> JsonObj:
         out: JsonObj = json.loads(self.run(*args, "-o", "json").stdout)
         return out
-
-    def apply_objects(self, objects: list[JsonObj], *args: str) -> subprocess.CompletedProcess[str]:
-        return self.run(
-            "apply", "-f", "-", *args, stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-        )

@@ -105,8 +105,8 @@ def test_fake_slices_have_one_node_per_host_with_gke_labels() -> None:
     assert all(n["metadata"]["annotations"][KWOK_ANNOTATION] == "fake" for n in nodes)
     pools = {n["metadata"]["labels"][NODEPOOL_LABEL] for n in tpu}
     assert pools == {spec.pool for spec in default_fleet()}
-    eight_chip = [n for n in tpu if n["metadata"]["labels"][NODEPOOL_LABEL] == "tpu-2x4-0"]
-    assert [n["status"]["allocatable"][TPU_RESOURCE] for n in eight_chip] == ["4", "4"]
+    two_host_2x4 = [n for n in tpu if n["metadata"]["labels"][NODEPOOL_LABEL] == "tpu-2x4-0"]
+    assert [n["status"]["allocatable"][TPU_RESOURCE] for n in two_host_2x4] == ["4", "4"]
 
 
 def test_an_ambiguous_shape_must_name_its_machine_type() -> None:

@@ -15,6 +15,7 @@ Running); the manager binary built from the same release runs here instead of in
 from __future__ import annotations
 
 import base64
+import fcntl
 import http.client
 import json
 import ssl
@@ -36,6 +37,41 @@ JsonObj = dict[str, Any]
 # Secret: one directory per machine, so two local clusters cannot both run a JobSet manager at once. Kueue reads
 # its certificate directory from its configuration, so it gets one per cluster.
 SERVING_CERTS = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+class DirectoryLock:
+    """A machine-wide lock on a certificate directory that only one manager may use at a time: a second local
+    cluster waits for the first to finish (and says so) instead of overwriting its webhook certificate."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory.parent / f".{directory.name}.lock"
+        self._file: Any = None
+
+    def acquire(self, timeout: float) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("w")
+        deadline, told = time.monotonic() + timeout, False
+        while True:
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    self._file.close()
+                    raise TimeoutError(
+                        f"{self.path} stayed locked for {timeout:.0f} s: another local cluster runs a manager "
+                        "that uses this directory; stop it or wait for it to finish"
+                    ) from None
+                if not told:
+                    print(f"waiting for {self.path}: another local cluster uses it", flush=True)
+                    told = True
+                time.sleep(2)
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +168,7 @@ class LocalManager:
         self.restarts = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()
+        self._directory_lock = DirectoryLock(cert_dir)
         self._supervisor = threading.Thread(target=self._supervise, name=f"supervise-{spec.name}", daemon=True)
 
     def _config(self) -> JsonObj:
@@ -148,7 +185,8 @@ class LocalManager:
             election["resourceNamespace"] = self.spec.namespace
         return config
 
-    def start(self, timeout: float = 180) -> None:
+    def start(self, timeout: float = 180, lock_timeout: float = 3600) -> None:
+        self._directory_lock.acquire(lock_timeout)
         kubectl = self.cluster.kubectl()
         started = time.monotonic()
         token = kubectl.run(
@@ -227,3 +265,4 @@ class LocalManager:
             self.process.stop()
         if self.certs is not None:
             self.certs.stop()
+        self._directory_lock.release()

@@ -16,7 +16,7 @@ from cryptography import x509
 from components.tpu_shapes import ACCELERATOR_LABEL, NODEPOOL_LABEL, TPU_RESOURCE
 from e2e import toolchain
 from e2e.apply import differences
-from e2e.controllers import manager_spec
+from e2e.controllers import DirectoryLock, manager_spec
 from e2e.egress import EgressProxy
 from e2e.nodes import KWOK_ANNOTATION, default_fleet, fleet_nodes, shape
 from e2e.pki import make_pki
@@ -195,3 +195,13 @@ def test_a_manager_spec_comes_from_the_charts_deployment_configmap_and_apiservic
     assert spec.api_services == ("kueue-vis",)
     with pytest.raises(RuntimeError, match="one Deployment"):
         manager_spec("kueue", "kueue-manager", "kueue-system", chart[1:])
+
+
+def test_a_second_manager_waits_for_the_certificate_directory_and_gets_it_once_released(tmp_path: Path) -> None:
+    first, second = DirectoryLock(tmp_path / "serving-certs"), DirectoryLock(tmp_path / "serving-certs")
+    first.acquire(timeout=1)
+    with pytest.raises(TimeoutError, match="another local cluster"):
+        second.acquire(timeout=0)
+    first.release()
+    second.acquire(timeout=0)
+    second.release()

@@ -54,7 +54,7 @@ bench: venv
 	$(BIN)/python -m hotswap.sim bench --out build/bench
 
 clean:
-	rm -rf build $(VENV) .venv-checkov .cache/upstream
+	rm -rf build $(VENV) .venv-checkov .venv-e2e-pulumi .cache/upstream
 
 # The real control plane: Kubernetes, etcd, kwok, Helm, JobSet and Kueue built from their upstream Go modules
 # (e2e/go/*/go.mod), cached outside the tree ($GKE_TPU_E2E_CACHE, default ~/.cache/gke-tpu-priority/e2e).
@@ -64,5 +64,14 @@ e2e-tools: venv
 cluster: e2e-tools
 	$(BIN)/python -m e2e.cluster
 
-e2e: e2e-tools
+# The real `pulumi up` runs the package in a virtualenv of its own: pulumi-kubernetes pinned to the provider release
+# e2e-tools builds (the package itself accepts any 4.x from 4.25).
+E2E_PULUMI_VENV := .venv-e2e-pulumi
+$(E2E_PULUMI_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(E2E_PULUMI_VENV)
+	$(E2E_PULUMI_VENV)/bin/pip install --quiet --upgrade pip
+	$(E2E_PULUMI_VENV)/bin/pip install --quiet -e '.[policy]' 'pulumi-kubernetes==4.25.0'
+	@touch $@
+
+e2e: e2e-tools $(E2E_PULUMI_VENV)/.installed
 	$(BIN)/python -m pytest e2e -o timeout=900 $(E2E_ARGS)

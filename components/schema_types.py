@@ -282,6 +282,10 @@ class KueueSettings(TypedDict):
 
     version: NotRequired[str]
     """Kueue release (chart version, no `v`); 0.16.0 or newer."""
+    chart: NotRequired[str]
+    """Where the Kueue chart comes from: an OCI reference (default: the upstream registry; a mirror's `oci://…` for mirrored installs), an https:// URL of a packaged .tgz, or a chart directory or .tgz on disk for air-gapped installs (relative to the Pulumi project directory; its chart version must equal `version`)."""
+    image_repository: NotRequired[str]
+    """Image repository of the Kueue controller, without tag (the tag is `v<version>`); a mirror's path for mirrored or air-gapped installs."""
     namespace: NotRequired[str]
     """Namespace of the Kueue controller."""
     replicas: NotRequired[int]
@@ -301,6 +305,10 @@ class JobSetSettings(TypedDict):
 
     version: NotRequired[str]
     """JobSet release (chart version, no `v`); 0.11.0 or newer."""
+    chart: NotRequired[str]
+    """Where the JobSet chart comes from: an OCI reference (default: the upstream registry; a mirror's `oci://…` for mirrored installs), an https:// URL of a packaged .tgz, or a chart directory or .tgz on disk for air-gapped installs (relative to the Pulumi project directory; its chart version must equal `version`)."""
+    image_repository: NotRequired[str]
+    """Image repository of the JobSet controller, without tag (the tag is `v<version>`); a mirror's path for mirrored or air-gapped installs."""
     namespace: NotRequired[str]
     """Namespace of the JobSet controller."""
 

@@ -69,6 +69,15 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
+FIRST_MODULES = ("test_pulumi_lifecycle.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a cluster of their own run first, before the session's cluster exists: two local clusters at
+    once would wait on each other for JobSet's one certificate directory."""
+    items.sort(key=lambda item: item.path.name not in FIRST_MODULES)
+
+
 @pytest.fixture(scope="session")
 def target() -> Iterator[Target]:
     _interrupt_on_sigterm()

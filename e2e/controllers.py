@@ -156,7 +156,10 @@ class CertSync:
 class LocalManager:
     """One controller manager process standing in for its chart's pod."""
 
-    def __init__(self, cluster: LocalCluster, spec: ManagerSpec, cert_dir: Path = SERVING_CERTS) -> None:
+    def __init__(
+        self, cluster: LocalCluster, spec: ManagerSpec, cert_dir: Path = SERVING_CERTS, lock: bool = True
+    ) -> None:
+        """`lock=False`: the caller holds the certificate directory's DirectoryLock for the whole run."""
         self.cluster, self.spec, self.cert_dir = cluster, spec, cert_dir
         self.webhook_port = free_port()
         self.visibility_port = free_port()
@@ -168,7 +171,7 @@ class LocalManager:
         self.restarts = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._directory_lock = DirectoryLock(cert_dir)
+        self._directory_lock = DirectoryLock(cert_dir) if lock else None
         self._supervisor = threading.Thread(target=self._supervise, name=f"supervise-{spec.name}", daemon=True)
 
     def _config(self) -> JsonObj:
@@ -186,7 +189,8 @@ class LocalManager:
         return config
 
     def start(self, timeout: float = 180, lock_timeout: float = 3600) -> None:
-        self._directory_lock.acquire(lock_timeout)
+        if self._directory_lock is not None:
+            self._directory_lock.acquire(lock_timeout)
         kubectl = self.cluster.kubectl()
         started = time.monotonic()
         token = kubectl.run(
@@ -265,4 +269,5 @@ class LocalManager:
             self.process.stop()
         if self.certs is not None:
             self.certs.stop()
-        self._directory_lock.release()
+        if self._directory_lock is not None:
+            self._directory_lock.release()

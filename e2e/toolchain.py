@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +29,25 @@ GO_DIR = Path(__file__).resolve().parent / "go"
 
 def _stamp(packages: Sequence[str], fields: dict[str, str]) -> tuple[str, ...]:
     return tuple(f"-X {pkg}.{key}={value}" for pkg in packages for key, value in fields.items())
+
+
+def _provider_embeds(build_dir: Path) -> None:
+    """What upstream's `go generate` (cmd/pulumi-resource-kubernetes/generate.go) writes: the schema with the
+    provider's version in it, and the Terraform mapping, both compact."""
+    source = module_source(
+        "pulumi-kubernetes", "github.com/pulumi/pulumi-kubernetes/provider/v4"
+    ) / "cmd" / "pulumi-resource-kubernetes"  # fmt: skip
+    schema = json.loads((source / "schema.json").read_text())
+    schema["version"] = PULUMI_KUBERNETES_VERSION.lstrip("v")
+    (build_dir / "schema-embed.json").write_text(json.dumps(schema, separators=(",", ":")))
+    mapping = json.loads((source / "terraform-mapping.json").read_text())
+    (build_dir / "terraform-mapping-embed.json").write_text(json.dumps(mapping, separators=(",", ":")))
+
+
+# The provider module (provider/v4) has no semver tags of its own; the proxy serves it only as the pseudo-version
+# of the v4.25.0 release commit (f47bc2d6f199), which e2e/go/pulumi-kubernetes/go.mod pins.
+PULUMI_KUBERNETES_VERSION = "v4.25.0"
+PULUMI_KUBERNETES_MODULE_VERSION = "v4.0.0-20260115033456-f47bc2d6f199"
 
 
 def _kube_stamp(version: str) -> tuple[str, ...]:
@@ -54,6 +73,8 @@ class GoTool:
     binaries: dict[str, str]  # output file name -> Go package path
     ldflags: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # Writes files the main package needs but upstream does not ship into a build copy of the module directory.
+    prepare: Callable[[Path], None] | None = None
 
     @property
     def module_dir(self) -> Path:
@@ -65,6 +86,7 @@ class GoTool:
             (self.module_dir / "go.mod").read_bytes(),
             (self.module_dir / "go.sum").read_bytes(),
             json.dumps([self.binaries, self.ldflags, self.env, go_version], sort_keys=True).encode(),
+            *([(self.module_dir / "main.go").read_bytes(), self.prepare.__qualname__.encode()] if self.prepare else []),
         ):
             digest.update(hashlib.sha256(part).digest())
         return digest.hexdigest()[:16]
@@ -111,6 +133,23 @@ TOOLS: dict[str, GoTool] = {
             version="v0.19.2",
             binaries={"kueue-manager": "sigs.k8s.io/kueue/cmd/kueue"},
             ldflags=_stamp(("sigs.k8s.io/kueue/pkg/version",), {"GitVersion": "v0.19.2"}),
+        ),
+        GoTool(
+            name="pulumi",
+            version="v3.276.0",
+            binaries={"pulumi": "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"},
+            # The Automation API refuses a CLI older than the SDK's minimum, and an unstamped one reports v0.0.0.
+            ldflags=_stamp(("github.com/pulumi/pulumi/sdk/v3/go/common/version",), {"Version": "v3.276.0"}),
+        ),
+        GoTool(
+            name="pulumi-kubernetes",
+            version=PULUMI_KUBERNETES_VERSION,
+            binaries={"pulumi-resource-kubernetes": "."},
+            ldflags=_stamp(
+                ("github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version",),
+                {"Version": PULUMI_KUBERNETES_VERSION.lstrip("v")},
+            ),
+            prepare=_provider_embeds,
         ),
     )
 }
@@ -182,6 +221,11 @@ def build(tool: GoTool, goversion: str, log: Path | None = None) -> BuildResult:
     start = time.monotonic()
     peak_kib = 0
     try:
+        workdir = tool.module_dir
+        if tool.prepare is not None:
+            workdir = staging / ".src"
+            shutil.copytree(tool.module_dir, workdir)
+            tool.prepare(workdir)
         for name, package in tool.binaries.items():
             cmd = ["go", "build", "-trimpath", "-pgo=off", "-ldflags", " ".join(("-s", "-w", *tool.ldflags))]
             cmd += ["-o", str(staging / name), package]
@@ -189,7 +233,7 @@ def build(tool: GoTool, goversion: str, log: Path | None = None) -> BuildResult:
             with open(log or os.devnull, "a") as sink:
                 done = subprocess.run(
                     [sys.executable, "-c", _MEASURE, *cmd],
-                    cwd=tool.module_dir, env=env, stdout=sink, stderr=subprocess.PIPE, text=True,
+                    cwd=workdir, env=env, stdout=sink, stderr=subprocess.PIPE, text=True,
                 )  # fmt: skip
                 sink.write(done.stderr)
             if done.returncode != 0:
@@ -198,6 +242,7 @@ def build(tool: GoTool, goversion: str, log: Path | None = None) -> BuildResult:
             rss_file.unlink()
         if target.exists():
             shutil.rmtree(target)
+        shutil.rmtree(staging / ".src", ignore_errors=True)
         staging.rename(target)
     finally:
         if staging.exists():

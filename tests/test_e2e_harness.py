@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import re
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -28,7 +30,10 @@ UPSTREAM_MODULE = {
     "helm": "helm.sh/helm/v4",
     "jobset": "sigs.k8s.io/jobset",
     "kueue": "sigs.k8s.io/kueue",
+    "pulumi": "github.com/pulumi/pulumi/pkg/v3",
+    "pulumi-kubernetes": "github.com/pulumi/pulumi-kubernetes/provider/v4",
 }
+MODULE_VERSION = {"pulumi-kubernetes": toolchain.PULUMI_KUBERNETES_MODULE_VERSION}
 
 
 @pytest.mark.parametrize("name", list(toolchain.TOOLS))
@@ -36,9 +41,11 @@ def test_each_tool_pins_the_version_it_reports(name: str) -> None:
     tool = toolchain.TOOLS[name]
     go_mod = (tool.module_dir / "go.mod").read_text()
     pinned = re.search(rf"^(?:require )?\s*{re.escape(UPSTREAM_MODULE[name])} (v\S+)(?: // indirect)?$", go_mod, re.M)
-    assert pinned and pinned.group(1) == tool.version
+    assert pinned and pinned.group(1) == MODULE_VERSION.get(name, tool.version)
     assert (tool.module_dir / "go.sum").stat().st_size > 0
-    assert all(f"\t{package}\n" in go_mod or f"tool {package}\n" in go_mod for package in tool.binaries.values())
+    # "." is a main package of our own module (the provider's, whose upstream main cannot be built from its module).
+    tools = [package for package in tool.binaries.values() if package != "."]
+    assert all(f"\t{package}\n" in go_mod or f"tool {package}\n" in go_mod for package in tools)
 
 
 def test_every_kubernetes_staging_module_is_replaced_by_the_same_release() -> None:
@@ -205,3 +212,36 @@ def test_a_second_manager_waits_for_the_certificate_directory_and_gets_it_once_r
     first.release()
     second.acquire(timeout=0)
     second.release()
+
+
+def test_the_pulumi_cli_and_provider_are_stamped_and_the_providers_schema_carries_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v3.276.0" in toolchain.TOOLS["pulumi"].ldflags
+    provider = toolchain.TOOLS["pulumi-kubernetes"]
+    assert "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=4.25.0" in provider.ldflags
+    upstream = tmp_path / "module" / "cmd" / "pulumi-resource-kubernetes"
+    upstream.mkdir(parents=True)
+    (upstream / "schema.json").write_text('{"name": "kubernetes", "resources": {}}')
+    (upstream / "terraform-mapping.json").write_text('{"a": [1, 2]}')
+    monkeypatch.setattr(toolchain, "module_source", lambda tool, module: tmp_path / "module")
+    build = tmp_path / "build"
+    build.mkdir()
+    assert provider.prepare is not None
+    provider.prepare(build)
+    assert json.loads((build / "schema-embed.json").read_text()) == {
+        "name": "kubernetes",
+        "resources": {},
+        "version": "4.25.0",
+    }
+    assert (build / "terraform-mapping-embed.json").read_text() == '{"a":[1,2]}'
+
+
+def test_the_policy_pack_shim_serves_the_repositorys_pack_with_the_running_interpreter(tmp_path: Path) -> None:
+    from e2e.pulumi_run import ROOT, policy_pack_shim
+
+    shim = policy_pack_shim(tmp_path)
+    text = shim.read_text()
+    assert text.startswith(f"#!{sys.executable}\n")
+    assert repr(str(ROOT / "policies" / "__main__.py")) in text
+    assert shim.stat().st_mode & 0o111

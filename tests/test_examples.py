@@ -24,7 +24,7 @@ PLATFORM = "gke-tpu-priority:index:TpuPlatform"
 def quotas(run: ProgramRun) -> dict[str, dict[str, int]]:
     return {
         o["metadata"]["name"]: {
-            f["name"]: f["resources"][0]["nominalQuota"] for g in o["spec"]["resourceGroups"] for f in g["flavors"]
+            f["name"]: int(f["resources"][0]["nominalQuota"]) for g in o["spec"]["resourceGroups"] for f in g["flavors"]
         }
         for o in kubernetes_objects(run.resources)
         if o["kind"] == "ClusterQueue"
@@ -84,7 +84,7 @@ def test_fleet_example_creates_a_manager_and_two_workers_that_multikueue_accepts
     (config,) = [o for o in manager if o["kind"] == "MultiKueueConfig"]
     assert config["spec"]["clusters"] == ["east5", "west4"]
     (cq,) = [o for o in manager if o["kind"] == "ClusterQueue"]
-    assert [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == [96]  # 6 x 16
+    assert [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == ["96"]  # 6 x 16
     assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "multikueue"}]}
     for objs in by_cluster.values():
         assert problems_in(objs) == []

@@ -57,7 +57,8 @@ def test_existing_stack_creates_no_gcp_resource_and_installs_everything_in_clust
     assert pod["containers"][0]["image"].startswith("us-docker.pkg.dev/my-tpu-prod/platform/hotswap-reconciler")
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}
     (cq,) = [o for o in objects if o["kind"] == "ClusterQueue"]
-    quotas = {f["name"]: f["resources"][0]["nominalQuota"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]}
+    flavors = [f for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
+    quotas = {f["name"]: int(f["resources"][0]["nominalQuota"]) for f in flavors}
     assert quotas == {"v6e-2x2": 16, "v6e-4x4": 64}  # chips of the described pools
     assert set(run.outputs) >= {"clusterName", "endpoint", "location", "kubeconfig", "clusterQueues"}
     assert "tpuNodePools" not in run.outputs

@@ -68,7 +68,7 @@ def test_manager_queue_is_the_fleet_sum_with_one_multikueue_check() -> None:
     assert mkc["metadata"]["name"] == "multikueue" and mkc["spec"]["clusters"] == ["east5", "south1"]
     manager_cq = [o for o in objs if o["kind"] == "ClusterQueue" and "admissionChecksStrategy" in o["spec"]]
     (cq,) = manager_cq
-    quotas = {f["name"]: f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]}
+    quotas = {f["name"]: int(f["resources"][0]["nominalQuota"]) for f in cq["spec"]["resourceGroups"][0]["flavors"]}
     assert quotas == {"v6e-4x4": 48, "v6e-2x2": 8}
     # Kueue v0.19.2 leaves a ClusterQueue with two MultiKueue checks, or one with onFlavors, inactive.
     assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"] == [{"name": "multikueue"}]

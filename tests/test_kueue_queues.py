@@ -110,7 +110,7 @@ def test_prod_queues_two_teams_in_one_cohort() -> None:
         assert spec["namespaceSelector"]["matchExpressions"][0]["values"] == [name]
         assert spec["resourceGroups"][0]["coveredResources"] == ["google.com/tpu"]
     team_b = {f["name"]: f["resources"][0] for f in cqs["team-b"]["resourceGroups"][0]["flavors"]}
-    assert team_b["v6e-4x4-reservation"] == {"name": "google.com/tpu", "nominalQuota": 48, "lendingLimit": 32}
+    assert team_b["v6e-4x4-reservation"] == {"name": "google.com/tpu", "nominalQuota": "48", "lendingLimit": "32"}
     lqs = {
         (o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"]["clusterQueue"]
         for o in of_kind("prod", "LocalQueue")
@@ -129,7 +129,7 @@ def test_gke_best_practice_sample_comes_out_valid() -> None:
     group = cq["spec"]["resourceGroups"][0]
     assert group["coveredResources"] == ["google.com/tpu"]
     assert group["flavors"] == [
-        {"name": "tpu-v6e-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": 32}]}
+        {"name": "tpu-v6e-slice", "resources": [{"name": "google.com/tpu", "nominalQuota": "32"}]}
     ]
     assert "reclaimOutOfCohort" not in yaml.safe_dump(cq)
     (lq,) = of_kind("gke-sample", "LocalQueue")
@@ -144,7 +144,7 @@ def test_gke_best_practice_sample_comes_out_valid() -> None:
 
 def test_default_queues_give_every_chip_to_one_team_namespace() -> None:
     (cq,) = of_kind("dev", "ClusterQueue")
-    quotas = {f["name"]: f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]}
+    quotas = {f["name"]: int(f["resources"][0]["nominalQuota"]) for f in cq["spec"]["resourceGroups"][0]["flavors"]}
     assert quotas == {"v6e-2x2": 8, "v6e-4x4": 16}
     (lq,) = of_kind("dev", "LocalQueue")
     assert lq["metadata"] == {

@@ -8,6 +8,7 @@ from enum import StrEnum
 from pydantic import Field, field_validator, model_validator
 
 from components.config.base import ConfigModel, problems_error
+from components.config.charts import ChartSource, chart_source, check_image_repository
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
@@ -83,8 +84,25 @@ class WaitForPodsReady(ConfigModel):
         return self
 
 
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_IMAGE = "registry.k8s.io/kueue/kueue"
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_IMAGE = "registry.k8s.io/jobset/jobset"
+_CHART_HELP = (
+    "Where the {name} chart comes from: an OCI reference (default: the upstream registry; a mirror's "
+    "`oci://…` for mirrored installs), an https:// URL of a packaged .tgz, or a chart directory or .tgz on disk "
+    "for air-gapped installs (relative to the Pulumi project directory; its chart version must equal `version`)."
+)
+_IMAGE_HELP = (
+    "Image repository of the {name} controller, without tag (the tag is `v<version>`); a mirror's path for "
+    "mirrored or air-gapped installs."
+)
+
+
 class KueueSettings(ConfigModel):
     version: str = Field(default="0.19.2", description="Kueue release (chart version, no `v`); 0.16.0 or newer.")
+    chart: str = Field(default=KUEUE_CHART, description=_CHART_HELP.format(name="Kueue"))
+    image_repository: str = Field(default=KUEUE_IMAGE, description=_IMAGE_HELP.format(name="Kueue"))
     namespace: str = Field(default="kueue-system", description="Namespace of the Kueue controller.")
     replicas: int = Field(default=1, ge=1, le=3, description="Kueue controller replicas (leader-elected).")
     fair_sharing: bool | None = Field(
@@ -115,9 +133,28 @@ class KueueSettings(ConfigModel):
             raise ValueError(f"Kueue {value} is too old: kueue.x-k8s.io/v1beta2 needs 0.16.0 or newer (0.19.2 tested)")
         return value
 
+    @field_validator("image_repository")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return check_image_repository(value, KUEUE_IMAGE)
+
+    @model_validator(mode="after")
+    def _chart_matches_version(self) -> KueueSettings:
+        try:
+            chart_source(self.chart, "kueue", self.version)
+        except ValueError as error:
+            raise ValueError(f".chart: {error}") from None
+        return self
+
+    @property
+    def chart_source(self) -> ChartSource:
+        return chart_source(self.chart, "kueue", self.version)
+
 
 class JobSetSettings(ConfigModel):
     version: str = Field(default="0.12.0", description="JobSet release (chart version, no `v`); 0.11.0 or newer.")
+    chart: str = Field(default=JOBSET_CHART, description=_CHART_HELP.format(name="JobSet"))
+    image_repository: str = Field(default=JOBSET_IMAGE, description=_IMAGE_HELP.format(name="JobSet"))
     namespace: str = Field(default="jobset-system", description="Namespace of the JobSet controller.")
 
     @field_validator("version")
@@ -126,3 +163,20 @@ class JobSetSettings(ConfigModel):
         if version_tuple(value) < MIN_JOBSET:
             raise ValueError(f"JobSet {value} is too old: use 0.11.0 or newer (0.12.0 tested)")
         return value
+
+    @field_validator("image_repository")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return check_image_repository(value, JOBSET_IMAGE)
+
+    @model_validator(mode="after")
+    def _chart_matches_version(self) -> JobSetSettings:
+        try:
+            chart_source(self.chart, "jobset", self.version)
+        except ValueError as error:
+            raise ValueError(f".chart: {error}") from None
+        return self
+
+    @property
+    def chart_source(self) -> ChartSource:
+        return chart_source(self.chart, "jobset", self.version)

@@ -17,8 +17,7 @@ from components.config.fleet import FleetConfig
 from components.fleet.multikueue import manager_kueue_config, sizing_platform
 from components.kube.objects import KubernetesObject, namespace
 from components.kueue import (
-    JOBSET_CHART,
-    KUEUE_CHART,
+    chart_location,
     controllers_priority_class,
     jobset_controller_priority,
     jobset_values,
@@ -116,8 +115,8 @@ def install_kueue(
     pc = KubernetesObject(f"{name}-manager-controllers-pc", controllers_priority_class(sizing_platform(config)), child)
     jobset = k8s.helm.v4.Chart(
         f"{name}-manager-jobset",
-        chart=JOBSET_CHART,
-        version=m.jobset.version,
+        chart=chart_location(m.jobset)[0],
+        version=chart_location(m.jobset)[1],
         namespace=m.jobset.namespace,
         values=manager_jobset_values(config),
         opts=pulumi.ResourceOptions(
@@ -129,8 +128,8 @@ def install_kueue(
     )
     kueue = k8s.helm.v4.Chart(
         f"{name}-manager-kueue",
-        chart=KUEUE_CHART,
-        version=m.kueue.version,
+        chart=chart_location(m.kueue)[0],
+        version=chart_location(m.kueue)[1],
         namespace=m.kueue.namespace,
         values=manager_kueue_values(config),
         opts=pulumi.ResourceOptions(

@@ -9,6 +9,7 @@ import yaml
 
 from components.cluster.node_pools import system_node_selector
 from components.config import PlatformConfig, parse_platform_config
+from components.config.kueue import JOBSET_CHART, KUEUE_CHART, JobSetSettings, KueueSettings
 from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
 from components.kueue.crds import KeepCrds
 from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
@@ -16,8 +17,7 @@ from components.priorities import controller_priority_class
 from components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:KueueJobSet"
-KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
-JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+__all__ = ["JOBSET_CHART", "KUEUE_CHART", "KueueJobSet", "chart_location"]
 CONTROLLERS_PRIORITY_CLASS = "tpu-platform-controllers"
 
 
@@ -62,6 +62,13 @@ class KueueJobSetArgs(TypedDict):
     """The platform settings, in the schema of the `gke-tpu-priority:platform` stack setting (see README)."""
 
 
+def chart_location(settings: KueueSettings | JobSetSettings) -> tuple[str, str | None]:
+    """The Chart's `chart` and `version` inputs: a remote chart is fetched at the pinned version; a local chart is
+    used as it is (validation already checked that it is that version, and Helm takes no version for a path)."""
+    source = settings.chart_source
+    return source.location, None if source.local else settings.version
+
+
 def kueue_values(config: PlatformConfig) -> dict[str, Any]:
     kueue = config.kueue
     return {
@@ -69,7 +76,7 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
             "replicas": kueue.replicas,
             "manager": {
                 "image": {
-                    "repository": "registry.k8s.io/kueue/kueue",
+                    "repository": kueue.image_repository,
                     "tag": f"v{kueue.version}",
                     "pullPolicy": "IfNotPresent",
                 },
@@ -89,7 +96,7 @@ def jobset_values(config: PlatformConfig) -> dict[str, Any]:
     return {
         # The chart renders `repository:tag` (it has no `registry` value), so the registry goes in `repository`.
         "image": {
-            "repository": "registry.k8s.io/jobset/jobset",
+            "repository": config.jobset.image_repository,
             "tag": f"v{config.jobset.version}",
             "pullPolicy": "IfNotPresent",
         },
@@ -121,8 +128,8 @@ class KueueJobSet(pulumi.ComponentResource):
         # JobSet first: Kueue's jobset integration needs the JobSet CRD to be served.
         self.jobset = k8s.helm.v4.Chart(
             f"{name}-jobset",
-            chart=JOBSET_CHART,
-            version=config.jobset.version,
+            chart=chart_location(config.jobset)[0],
+            version=chart_location(config.jobset)[1],
             namespace=config.jobset.namespace,
             values=jobset_values(config),
             opts=pulumi.ResourceOptions(
@@ -133,8 +140,8 @@ class KueueJobSet(pulumi.ComponentResource):
         )
         self.kueue = k8s.helm.v4.Chart(
             f"{name}-kueue",
-            chart=KUEUE_CHART,
-            version=config.kueue.version,
+            chart=chart_location(config.kueue)[0],
+            version=chart_location(config.kueue)[1],
             namespace=config.kueue.namespace,
             values=kueue_values(config),
             opts=pulumi.ResourceOptions(

@@ -61,11 +61,13 @@ def namespace_selector(spec: ClusterQueueSpec) -> dict[str, Any]:
 
 
 def _quota(quota: Any) -> dict[str, Any]:
-    resource: dict[str, Any] = {"name": tpu_shapes.TPU_RESOURCE, "nominalQuota": quota.chips}
+    # Quantities as the canonical strings the API server stores ("32", not 32): the Kubernetes provider compares a
+    # custom resource's inputs with what the server returns, so a number would show as a change on every `up`.
+    resource: dict[str, Any] = {"name": tpu_shapes.TPU_RESOURCE, "nominalQuota": str(quota.chips)}
     if quota.borrowing_limit is not None:
-        resource["borrowingLimit"] = quota.borrowing_limit
+        resource["borrowingLimit"] = str(quota.borrowing_limit)
     if quota.lending_limit is not None:
-        resource["lendingLimit"] = quota.lending_limit
+        resource["lendingLimit"] = str(quota.lending_limit)
     return {"name": quota.flavor, "resources": [resource]}
 
 

@@ -51,9 +51,9 @@ def test_a_zone_without_v6e_names_the_zones_of_its_region_that_have_it() -> None
     (first, *rest) = problems(dev(zone("us-east5-c")))
     assert first == (
         "platform.tpuPools[0].zone: 'us-east5-c' is not a zone where Google documents TPU v6e "
-        "(cloud.google.com/tpu/docs/regions-zones); the zones of region 'us-east5' that do: us-east5-a, us-east5-b. "
-        "If your project has v6e capacity in 'us-east5-c' (a newly launched, single-tenant or AI zone), add it to "
-        "`platform.additionalTpuZones`"
+        "(cloud.google.com/tpu/docs/regions-zones); the zones of region 'us-east5' with TPU v6e: us-east5-a, "
+        "us-east5-b. If your project has v6e capacity in 'us-east5-c' (a newly launched, single-tenant or AI "
+        "zone), add it to `platform.additionalTpuZones`"
     )
     assert len(rest) == len(load_stack_config("dev")["gke-tpu-priority:platform"]["tpuPools"]) - 1  # every pool
 
@@ -61,7 +61,10 @@ def test_a_zone_without_v6e_names_the_zones_of_its_region_that_have_it() -> None
 def test_a_zone_that_does_not_exist_in_a_region_without_v6e_lists_every_documented_zone() -> None:
     (message, *_) = problems(dev(zone("us-west9-z", region="us-west9")))
     assert message.startswith("platform.tpuPools[0].zone: 'us-west9-z' is not a zone where Google documents TPU v6e")
-    assert "region 'us-west9' has none in the table; the zones that do: " + ", ".join(sorted(V6E_ZONES)) in message
+    assert (
+        "region 'us-west9' has no zone with TPU v6e in the table; the zones with it: " + ", ".join(sorted(V6E_ZONES))
+        in message
+    )
 
 
 def test_no_hint_invents_a_zone() -> None:
@@ -88,7 +91,10 @@ def test_additional_zones_must_be_zones_of_the_region() -> None:
 
 def test_the_region_check_still_comes_first() -> None:
     (message, *_) = problems(dev(zone("europe-west4-a")))
-    assert message.startswith("platform.tpuPools[0].zone: 'europe-west4-a' is not in region 'us-east5'")
+    assert message == (
+        "platform.tpuPools[0].zone: 'europe-west4-a' is not in region 'us-east5'; a TPU pool's zone must be in the "
+        "cluster's region; the zones of region 'us-east5' with TPU v6e: us-east5-a, us-east5-b"
+    )
 
 
 def test_every_stack_zone_is_documented_or_named() -> None:

@@ -139,8 +139,10 @@ def plan_bump(
                 raise
             plan.dropped.append(f"{entry['upstream_path']} ({project} {spec['tag']} has no such file)")
             continue
-        path = str(entry["path"]).replace(f"{project}-v{old[project]}", f"{project}-v{_version(new_versions[project])}")
-        files.append({**entry, "path": path, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
+        local = str(entry["path"]).replace(
+            f"{project}-v{old[project]}", f"{project}-v{_version(new_versions[project])}"
+        )
+        files.append({**entry, "path": local, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
     plan.lock = {**raw, "sources": sources, "files": files}
 
     texts: dict[str, str] = {}
@@ -211,7 +213,9 @@ def report(plan: BumpPlan) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None, download: Download = http_get, resolve: ResolveCommit = github_commit) -> int:
+def main(
+    argv: Sequence[str] | None = None, download: Download = http_get, resolve: ResolveCommit = github_commit
+) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.upstream_bump", description=__doc__.split("\n\n")[0])
     for project in PROJECTS:
         parser.add_argument(f"--{project}", metavar="VERSION", help=f"new {project} release, e.g. 0.20.0")

@@ -27,7 +27,7 @@ from components.config.resolved import Flavor, effective_cluster_queues, effecti
 from components.config.spelling import camel_case_keys
 from components.config.tenancy import TeamSpec, team_problems
 from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
-from components.config.zones import zone_problem
+from components.config.zones import allowed_zones, zone_problem
 from components.tpu_shapes import SHAPES, TOPOLOGY_LABEL
 
 CONFIG_KEY = "platform"
@@ -135,8 +135,7 @@ class PlatformConfig(ConfigModel):
             if not group.zone.startswith(f"{self.region}-"):
                 problems.append(
                     f".tpuPools[{i}].zone: {group.zone!r} is not in region {self.region!r}; a TPU pool's zone "
-                    f"must be one of the cluster's region (`{self.region}-<letter>`) where your project has TPU v6e "
-                    "capacity (the zones that offer v6e: cloud.google.com/tpu/docs/regions-zones)"
+                    f"must be in the cluster's region; {allowed_zones(self.region, self.additional_tpu_zones)}"
                 )
             elif problem := zone_problem(f".tpuPools[{i}].zone", group.zone, self.region, self.additional_tpu_zones):
                 problems.append(problem)

@@ -34,18 +34,22 @@ def v6e_zones(additional: Iterable[str] = ()) -> list[str]:
     return sorted({*V6E_ZONES, *additional})
 
 
-def zone_problem(field: str, zone: str, region: str, additional: Sequence[str] = ()) -> str | None:
-    """None when `zone` offers v6e (documented or named in the override); otherwise the sentence a user needs."""
+def allowed_zones(region: str, additional: Sequence[str] = ()) -> str:
+    """The zones a pool in `region` may use, as a user reads them (all documented ones when the region has none)."""
     known = v6e_zones(additional)
-    if zone in known:
-        return None
     in_region = [z for z in known if region_of(z) == region]
     if in_region:
-        allowed = f"the zones of region {region!r} that do: {', '.join(in_region)}"
-    else:
-        allowed = f"region {region!r} has none in the table; the zones that do: {', '.join(known)}"
+        return f"the zones of region {region!r} with TPU v6e: {', '.join(in_region)}"
+    return f"region {region!r} has no zone with TPU v6e in the table; the zones with it: {', '.join(known)}"
+
+
+def zone_problem(field: str, zone: str, region: str, additional: Sequence[str] = ()) -> str | None:
+    """None when `zone` offers v6e (documented or named in the override); otherwise the sentence a user needs."""
+    if zone in v6e_zones(additional):
+        return None
     return (
-        f"{field}: {zone!r} is not a zone where Google documents TPU v6e ({DOCS_URL}); {allowed}. "
+        f"{field}: {zone!r} is not a zone where Google documents TPU v6e ({DOCS_URL}); "
+        f"{allowed_zones(region, additional)}. "
         f"If your project has v6e capacity in {zone!r} (a newly launched, single-tenant or AI zone), "
         f"add it to `platform.{OVERRIDE_SETTING}`"
     )

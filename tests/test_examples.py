@@ -256,3 +256,11 @@ def test_component_package_examples_name_this_checkout_not_a_placeholder(example
     for path in (EXAMPLES / example).iterdir():
         text = path.read_text()
         assert "<org>" not in text and "<tag>" not in text, path
+
+
+def test_a_python_example_without_its_config_says_which_value_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(EXAMPLES / "python")
+    assert preview_main([]) == 2
+    assert "Missing required configuration variable 'gcp:project'" in capsys.readouterr().err

@@ -593,6 +593,8 @@ class PlatformConfig(TypedDict):
     """The non-TPU system node pool."""
     tpu_pools: list[TpuPoolGroup]
     """TPU v6e slice pool groups; each group is one shape, zone and capacity mode."""
+    additional_tpu_zones: NotRequired[list[str]]
+    """Zones of `region` where your project has TPU v6e capacity but that are not in the package's table of zones Google documents for v6e (a newly launched zone, single-tenant capacity, an AI zone). A pool group's `zone` must be in the table or in this list."""
     kueue: NotRequired[KueueSettings]
     """Kueue installation and manager config."""
     jobset: NotRequired[JobSetSettings]

@@ -200,7 +200,7 @@ def generated_pools(draw: st.DrawFn) -> list[dict[str, Any]]:
             topology=shape.topology,
             slices=draw(st.integers(1, 16)),
             capacity=capacity,
-            zone=draw(st.sampled_from(["us-east5-a", "us-east5-b", "us-east5-c"])),
+            zone=draw(st.sampled_from(["us-east5-a", "us-east5-b"])),
         )
         if draw(st.booleans()) or len(tpu_shapes.shapes_for(shape.topology)) > 1:
             pool["machineType"] = shape.machine_type

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,8 @@ from tests.support.admission_rules import multikueue_problems, problems_in
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, run_program
+from tools.program_preview import main as preview_main
+from tools.program_preview import run_directory
 from tools.resources import SECRET_SIG, ProgramRun
 from tools.schema_check import check_component, is_output, load_schema
 
@@ -163,3 +169,98 @@ def test_examples_readme_lists_every_example() -> None:
     for example in ("python/", "existing-cluster/", "yaml/", "typescript/", "fleet/"):
         assert f"]({example})" in text
     assert Path(EXAMPLES / "typescript" / "index.ts").exists()
+
+
+# --- each example runs as its README says, from its own directory ------------------------------------------
+
+OFFLINE = ("python", "existing-cluster", "fleet", "yaml")
+
+
+def readme_command(example: str) -> list[str]:
+    """The offline-preview command of the example's README: `<python> ../preview.py …`, comment stripped."""
+    lines = [ln for ln in (EXAMPLES / example / "README.md").read_text().splitlines() if "../preview.py" in ln]
+    commands = [ln.split("  #")[0].strip() for ln in lines if ln.lstrip().startswith(("venv/", "../../.venv/"))]
+    assert len(commands) == 1, (example, commands)
+    argv = shlex.split(commands[0])
+    assert argv[1] == "../preview.py", argv
+    return argv
+
+
+@pytest.mark.parametrize("example", OFFLINE)
+def test_the_readme_offline_preview_runs_from_the_example_directory(
+    example: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = readme_command(example)
+    # A Python example installs this checkout into its own venv (`-e ../..`); the test interpreter has the same.
+    assert argv[0] == ("../../.venv/bin/python" if example == "yaml" else "venv/bin/python")
+    monkeypatch.chdir(EXAMPLES / example)
+    assert preview_main(argv[2:]) == 0
+    out = capsys.readouterr().out
+    name = yaml.safe_load((EXAMPLES / example / "Pulumi.yaml").read_text())["name"]
+    assert out.startswith(f"Program {name!r} (")
+    assert "offline under Pulumi's mock runtime" in out and "Outputs:" in out
+
+
+def test_the_readme_command_runs_as_a_process_through_the_examples_launcher() -> None:
+    argv = readme_command("existing-cluster")
+    done = subprocess.run(
+        [sys.executable, *argv[1:]],
+        cwd=EXAMPLES / "existing-cluster",
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": ""},  # only what the launcher adds: the checkout's root
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Program 'tpu-queues-existing-cluster' (python)" in done.stdout
+    assert 'priorityTiers: ["training-high", "training-low", "best-effort"]' in done.stdout
+
+
+def test_the_yaml_program_runs_offline_with_the_stack_output_it_names() -> None:
+    argv = readme_command("yaml")
+    config = [argv[i + 1] for i, a in enumerate(argv) if a == "--config"]
+    outputs = [argv[i + 1] for i, a in enumerate(argv) if a == "--stack-output"]
+    run, runtime = run_directory(EXAMPLES / "yaml", "dev", config, outputs)
+    assert runtime == "yaml"
+    assert not [r for r in run.resources if r.type.startswith(("gcp:", "docker-build:"))]  # existing cluster
+    assert quotas(run) == {"tpu-training": {"v6e-8x8": 128}}
+    assert run.outputs == {"clusterQueues": ["tpu-training"], "localQueues": ["tpu-training/training"]}
+    (deployment,) = [o for o in kubernetes_objects(run.resources) if o["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith("hotswap-reconciler:0.1.0")
+
+
+def test_the_yaml_preview_says_which_stack_output_it_lacks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(EXAMPLES / "yaml")
+    assert preview_main(["--config", "gcp:project=my-project"]) == 2
+    assert "pass --stack-output clusterName=<the value that stack exports>" in capsys.readouterr().err
+
+
+def test_the_typescript_example_says_what_it_needs_instead_of_a_preview(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (EXAMPLES / "typescript" / "README.md").read_text()
+    for need in ("pulumi package add ../../components", "npm install", "npx tsc --noEmit", "Not runnable offline"):
+        assert need in readme, need
+    monkeypatch.chdir(EXAMPLES / "typescript")
+    assert preview_main([]) == 2
+    assert "runtime 'nodejs' has no offline preview here" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("example", ["yaml", "typescript"])
+def test_component_package_examples_name_this_checkout_not_a_placeholder(example: str) -> None:
+    project = yaml.safe_load((EXAMPLES / example / "Pulumi.yaml").read_text())
+    assert project["packages"] == {"gke-tpu-priority": "../../components"}
+    assert (EXAMPLES / example / "../../components/PulumiPlugin.yaml").resolve().is_file()
+    for path in (EXAMPLES / example).iterdir():
+        text = path.read_text()
+        assert "<org>" not in text and "<tag>" not in text, path
+
+
+def test_a_python_example_without_its_config_says_which_value_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(EXAMPLES / "python")
+    assert preview_main([]) == 2
+    assert "Missing required configuration variable 'gcp:project'" in capsys.readouterr().err

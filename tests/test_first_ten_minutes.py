@@ -122,9 +122,8 @@ def test_messages_speak_the_users_words(change: Callable[[Raw], object], expecte
 def test_zone_hint_does_not_invent_a_zone() -> None:
     found = problems(dev(lambda raw: raw["tpuPools"][0].update(zone="europe-west4-a")))
     assert found == [
-        "platform.tpuPools[0].zone: 'europe-west4-a' is not in region 'us-east5'; a TPU pool's zone must be one of "
-        "the cluster's region (`us-east5-<letter>`) where your project has TPU v6e capacity (the zones that offer "
-        "v6e: cloud.google.com/tpu/docs/regions-zones)"
+        "platform.tpuPools[0].zone: 'europe-west4-a' is not in region 'us-east5'; a TPU pool's zone must be in the "
+        "cluster's region; the zones of region 'us-east5' with TPU v6e: us-east5-a, us-east5-b"
     ]
 
 

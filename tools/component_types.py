@@ -163,12 +163,20 @@ def generate() -> str:
     return gen.source()
 
 
+def _package_version() -> str:
+    """The schema carries the package's own version (`project.version`), like the image tag and the CHANGELOG."""
+    import tomllib
+
+    version: str = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    return version
+
+
 def current_schema() -> dict[str, Any]:
     from pulumi.provider.experimental.component import ComponentProvider
 
     from components.provider import PACKAGE_NAME, hosted_components
 
-    raw: Any = ComponentProvider(hosted_components(), PACKAGE_NAME, None, "0.1.0").schema
+    raw: Any = ComponentProvider(hosted_components(), PACKAGE_NAME, None, _package_version()).schema
     schema: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else dict(raw)
     return schema
 

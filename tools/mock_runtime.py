@@ -8,6 +8,7 @@ import json
 import runpy
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,23 +162,34 @@ def _config_map(config: dict[str, Any]) -> dict[str, str]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
 
 
-def run_program(stack: str, config: dict[str, Any] | None = None, root: Path = PROJECT_ROOT) -> ProgramRun:
-    """Execute `__main__.py` for a stack under mocks. Raises whatever the program raises (e.g. RunError)."""
-    run = ProgramRun(stack=stack, project=PROJECT_NAME)
+def run_program(
+    stack: str,
+    config: dict[str, Any] | None = None,
+    root: Path = PROJECT_ROOT,
+    *,
+    project: str = PROJECT_NAME,
+    body: Callable[[], None] | None = None,
+) -> ProgramRun:
+    """Execute `__main__.py` (or `body`, a program given as a function) for a stack under mocks, as Pulumi project
+    `project`. Raises whatever the program raises (e.g. RunError)."""
+    run = ProgramRun(stack=stack, project=project)
     stack_config = load_stack_config(stack, root) if config is None else config
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        pulumi.runtime.reset_options(project=PROJECT_NAME, stack=stack)
+        pulumi.runtime.reset_options(project=project, stack=stack)
         mocks = RecordingMocks()
         monitor = RecordingMonitor(mocks)
-        pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=False, monitor=monitor)
+        pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
         pulumi.runtime.set_all_config(_config_map(stack_config))
         sys.path.insert(0, str(root))
         captured: dict[str, Any] = {}
 
         def program() -> pulumi.Output[Any]:
-            runpy.run_path(str(root / "__main__.py"), run_name="__main__")
+            if body is None:
+                runpy.run_path(str(root / "__main__.py"), run_name="__main__")
+            else:
+                body()
             outputs = pulumi.runtime.get_root_resource().outputs  # type: ignore[union-attr]
             return pulumi.Output.from_input(dict(outputs)).apply(captured.update)
 

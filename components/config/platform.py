@@ -27,6 +27,7 @@ from components.config.resolved import Flavor, effective_cluster_queues, effecti
 from components.config.spelling import camel_case_keys
 from components.config.tenancy import TeamSpec, team_problems
 from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
+from components.config.zones import allowed_zones, zone_problem
 from components.tpu_shapes import SHAPES, TOPOLOGY_LABEL
 
 CONFIG_KEY = "platform"
@@ -54,6 +55,14 @@ class PlatformConfig(ConfigModel):
     tpu_pools: list[TpuPoolGroup] = Field(
         min_length=1,
         description="TPU v6e slice pool groups; each group is one shape, zone and capacity mode.",
+    )
+    additional_tpu_zones: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Zones of `region` where your project has TPU v6e capacity but that are not in the package's table of "
+            "zones Google documents for v6e (a newly launched zone, single-tenant capacity, an AI zone). A pool "
+            "group's `zone` must be in the table or in this list."
+        ),
     )
 
     kueue: KueueSettings = Field(default_factory=KueueSettings, description="Kueue installation and manager config.")
@@ -126,8 +135,15 @@ class PlatformConfig(ConfigModel):
             if not group.zone.startswith(f"{self.region}-"):
                 problems.append(
                     f".tpuPools[{i}].zone: {group.zone!r} is not in region {self.region!r}; a TPU pool's zone "
-                    f"must be one of the cluster's region (`{self.region}-<letter>`) where your project has TPU v6e "
-                    "capacity (the zones that offer v6e: cloud.google.com/tpu/docs/regions-zones)"
+                    f"must be in the cluster's region; {allowed_zones(self.region, self.additional_tpu_zones)}"
+                )
+            elif problem := zone_problem(f".tpuPools[{i}].zone", group.zone, self.region, self.additional_tpu_zones):
+                problems.append(problem)
+        for j, zone in enumerate(self.additional_tpu_zones):
+            if not zone.startswith(f"{self.region}-") or zone.count("-") != 2:
+                problems.append(
+                    f".additionalTpuZones[{j}]: {zone!r} is not a zone of region {self.region!r} "
+                    f"(expected `{self.region}-<zone letter>`, e.g. `{self.region}-a`)"
                 )
         flex = [i for i, g in enumerate(self.tpu_pools) if g.capacity.mode is CapacityMode.FLEX_START]
         problems += version_floor_problems(self.cluster.min_master_version, gke_version_needs(flex))

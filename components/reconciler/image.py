@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,24 @@ from components.config import PlatformConfig
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY_ID = "hotswap"
 IMAGE_NAME = "hotswap-reconciler"
+BASE_IMAGE_LOCK = REPO_ROOT / "hotswap" / "base-image.lock"
+
+
+def image_tag() -> str:
+    """The package version (`project.version`): the image, the package and the CHANGELOG name one release."""
+    return importlib.metadata.version("gke-tpu-priority")
+
+
+def base_image() -> str:
+    """The base the Dockerfile builds on, as hotswap/base-image.lock records it (the Dockerfile refuses one without
+    a digest, with the command that records it)."""
+    if not BASE_IMAGE_LOCK.is_file():
+        raise ValueError(
+            "hotswap.image is unset and this installation has no hotswap/ sources to build the image from; build "
+            "and push it from a checkout (docs/operations.md, Building the reconciler image) and set hotswap.image"
+        )
+    lines = [ln.strip() for ln in BASE_IMAGE_LOCK.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return lines[0]
 
 
 def registry_host(region: str) -> str:
@@ -35,13 +54,21 @@ def build_image(name: str, config: PlatformConfig, parent: pulumi.Resource) -> p
     )
     host = registry_host(config.region)
     tag = pulumi.Output.concat(
-        host, "/", config.project, "/", repository.repository_id, "/", IMAGE_NAME, ":", pulumi.get_stack()
+        host, "/", config.project, "/", repository.repository_id, "/", IMAGE_NAME, ":", image_tag()
     )
     token = gcp.organizations.get_client_config_output().access_token
+    base = base_image()
+    if "@sha256:" not in base:
+        pulumi.log.warn(
+            f"hotswap/base-image.lock names {base} without a digest: `pulumi up` will stop at the image build until "
+            "`python -m tools.reconciler_image pin-base` records it (on a machine with Docker)",
+            resource=parent,
+        )
     args: dict[str, Any] = {
         "context": {"location": str(REPO_ROOT)},
         "dockerfile": {"location": str(REPO_ROOT / "hotswap" / "Dockerfile")},
         "platforms": ["linux/amd64"],
+        "build_args": {"PYTHON_IMAGE": base},
         "tags": [tag],
         "push": True,
         # Previews stay fast and work without a Docker daemon; `pulumi up` builds.

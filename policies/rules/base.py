@@ -26,6 +26,12 @@ PULUMI_SECRET_SIGNATURE = ("4dabf18193072939515e22adb298388d", "1b47061264138c4a
 """Key and value marking a secret in serialized Pulumi properties (what mocks capture)."""
 
 
+def is_list(value: Any) -> bool:
+    """A list in props. The real engine hands policies its values wrapped in pulumi_policy's unknown-checking
+    proxies, whose lists are Sequences but not `list`s (the mock runtime hands plain lists)."""
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
 def unwrap_secret(value: Any) -> Any:
     """The plaintext of a serialized secret, or ``value`` unchanged (shallow: unknowns stay untouched)."""
     key, signature = PULUMI_SECRET_SIGNATURE
@@ -39,7 +45,7 @@ def unwrap_secrets(value: Any) -> Any:
     value = unwrap_secret(value)
     if isinstance(value, Mapping):
         return {k: unwrap_secrets(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if is_list(value):
         return [unwrap_secrets(v) for v in value]
     return value
 
@@ -53,7 +59,7 @@ def dig(value: Any, *path: str | int, default: Any = None) -> Any:
     current = unwrap_secret(value)
     for step in path:
         if isinstance(step, int):
-            if not isinstance(current, list) or not -len(current) <= step < len(current):
+            if not is_list(current) or not -len(current) <= step < len(current):
                 return default
             current = unwrap_secret(current[step])
         else:
@@ -112,7 +118,7 @@ def show_number(value: float) -> str:
 
 def items(value: Any) -> list[Any]:
     value = unwrap_secret(value)
-    return [unwrap_secret(v) for v in value] if isinstance(value, list) else []
+    return [unwrap_secret(v) for v in value] if is_list(value) else []
 
 
 def mapping(value: Any) -> Mapping[str, Any]:
@@ -188,7 +194,7 @@ def kubernetes_objects(
     if resource_type in CONFIG_GROUP_TYPES:
         manifests = [m for m in items(dig(props, "objs")) if isinstance(m, Mapping)]
         text = dig(props, "yaml")
-        for chunk in text if isinstance(text, list) else [text]:
+        for chunk in text if is_list(text) else [text]:
             if isinstance(chunk, str):
                 manifests += [d for d in yaml.safe_load_all(chunk) if isinstance(d, Mapping)]
         return [manifest_object(m, resource_name, cluster) for m in manifests]

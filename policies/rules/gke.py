@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .base import Config, GcpResource, GcpRule, as_number, dig, mapping, show_number, stack_name_from_urn
+from .base import Config, GcpResource, GcpRule, as_number, dig, is_list, mapping, show_number, stack_name_from_urn
 
 FAMILY = "GKE"
 NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
@@ -52,7 +52,7 @@ def check_tpu_node_pool_placement(pool: GcpResource, cfg: Config) -> Iterator[st
     node_count = (
         as_number(dig(props, "nodeCount"))
         or as_number(dig(props, "autoscaling", "totalMaxNodeCount"))
-        or (per_zone_max * max(1, len(zones) if isinstance(zones, list) else 1) if per_zone_max else None)
+        or (per_zone_max * max(1, len(zones) if is_list(zones) else 1) if per_zone_max else None)
         or as_number(dig(props, "initialNodeCount"))
         or 1.0
     )

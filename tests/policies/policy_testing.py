@@ -23,6 +23,7 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import unknown_checking_proxy
 
 from policies import rules
 
@@ -51,6 +52,13 @@ def engine_values(value: Any) -> Any:
     return value
 
 
+def engine_props(props: Mapping[str, Any]) -> Any:
+    """Props exactly as the real engine hands them to a policy: numbers as floats, wrapped in pulumi_policy's
+    unknown-checking proxies (lists arrive as Sequences, not `list`s; the real engine showed a rule that missed
+    that reporting a ClusterQueue with quota as having none)."""
+    return unknown_checking_proxy(engine_values(copy.deepcopy(dict(props))))
+
+
 def resource_args(
     resource_type: str,
     props: Mapping[str, Any],
@@ -63,7 +71,7 @@ def resource_args(
     """``createResourceValidationArgs``: engine-style props for one resource."""
     return ResourceValidationArgs(
         resource_type,
-        engine_values(copy.deepcopy(dict(props))),
+        engine_props(props),
         urn_for(resource_type, name, stack),
         name,
         options(),
@@ -76,7 +84,7 @@ def resource_args(
 def policy_resource(resource_type: str, props: Mapping[str, Any], name: str) -> PolicyResource:
     return PolicyResource(
         resource_type,
-        engine_values(copy.deepcopy(dict(props))),
+        engine_props(props),
         urn_for(resource_type, name),
         name,
         options(),

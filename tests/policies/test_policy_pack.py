@@ -141,13 +141,12 @@ def test_pack_config_levels_and_properties() -> None:
 
 
 def test_unknown_values_elsewhere_do_not_stop_a_policy() -> None:
-    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
     from tests.policies.policy_testing import resource_args, run_policy
 
     props = copy.deepcopy(TPU_POOL)
     props["cluster"] = UNKNOWN_STRING_VALUE  # the cluster name is an output during preview
-    args = resource_args("gcp:container/nodePool:NodePool", props, name="tpu-pool")
-    args.props = unknown_checking_proxy(dict(args.props))
+    args = resource_args("gcp:container/nodePool:NodePool", props, name="tpu-pool")  # proxied, as the engine does
     for policy in rules.RESOURCE_POLICIES:
         assert run_policy(policy, args) == [], policy.name

@@ -171,6 +171,7 @@ class Simulator:
         for victim in plan.preempt:
             self.rec.kueue_preemptions += 1
             if victim in plan.topology_victims:
+                self.rec.count("kueue_topology_preemptions")
                 self._mark_victim(victim)  # evicted for the preemptor's topology, not quota: the policy's victim
             self._evict(victim, JobState.QUEUED, victim=True)
         for job in plan.admit:

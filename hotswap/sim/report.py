@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-ONLINE = ("scheduler", "reconciler", "kueue-tas", "hero")
+ONLINE = ("scheduler", "scheduler-recreate", "reconciler", "kueue-tas", "hero")
 """Policies a real cluster could run that act on a failure. `none` (wait for repair) is left out: it loses no
 victim's work by never acting, which would make it "best" on victims' loss for nothing; `hindsight` is the
 clairvoyant reference the others are measured against."""

@@ -46,7 +46,15 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name
         assert isinstance(block["seed"], int)
-        assert set(block["policies"]) == {"none", "scheduler", "reconciler", "kueue-tas", "hero", "hindsight"}
+        assert set(block["policies"]) == {
+            "none",
+            "scheduler",
+            "scheduler-recreate",
+            "reconciler",
+            "kueue-tas",
+            "hero",
+            "hindsight",
+        }
         for stats in block["policies"].values():
             for field, kind in POLICY_FIELDS.items():
                 assert isinstance(stats[field], kind), (name, field, stats[field])
@@ -218,4 +226,4 @@ def test_the_report_has_the_paired_table(report: tuple[dict[str, Any], Path]) ->
     section = text.split("### Reconciler against each peer, paired by seed")[1].split("###")[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| scenario")]
     assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == list(data["scenarios"])
-    assert all(row.count("±") == 9 for row in rows)
+    assert all(row.count("±") == 12 for row in rows)

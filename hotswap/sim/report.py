@@ -260,6 +260,40 @@ def verdicts(
     return out
 
 
+NOT_LIKE_FOR_LIKE = {("ladder", "kueue-tas"), ("ladder", "hero")}
+"""(scenario, peer) cells that do not compare like with like (docs/benchmarks.md, "What was compared"): on the
+ladder the TAS peers run single-flavor admission without the queued capacity."""
+
+
+def standing_markdown(report: Mapping[str, Any]) -> str:
+    """The headline's test per scenario: the peers the reconciler is behind, tied with and ahead of, on the
+    priority-weighted badput and on victims' loss (paired verdicts with the practical margin)."""
+    rows = []
+    for name, block in report["scenarios"].items():
+        found = verdicts(block)
+        row = [name]
+        for field in ("weighted_badput_chip_h", "victim_lost_chip_h"):
+            cells: dict[str, list[str]] = {"**behind**": [], "tie": [], "ahead": [], "?": []}
+            for peer in PEERS:
+                v = found.get(f"{peer}/{field}")
+                if v is None:
+                    continue
+                label = peer + (" (not like for like)" if (name, peer) in NOT_LIKE_FOR_LIKE else "")
+                cells[v].append(label)
+            row += [", ".join(cells[k]) or "-" for k in ("**behind**", "tie", "ahead")]
+        rows.append(row)
+    head = (
+        "scenario",
+        "weighted badput: behind",
+        "tie",
+        "ahead",
+        "victims' loss: behind",
+        "tie",
+        "ahead",
+    )
+    return "\n".join(_table(head, rows))
+
+
 def tiers_markdown(report: Mapping[str, Any]) -> str:
     """Badput per tier (each tier's demand minus its useful chip-time) and the priority-weighted total, pooled."""
     rows = []
@@ -413,6 +447,10 @@ def markdown(report: Mapping[str, Any]) -> str:
         "interval (Student's t); negative is the reconciler ahead. `ahead`/`behind`: the interval excludes 0 and "
         f"the difference exceeds the practical margin ({PRACTICAL_MARGIN:.0%} of the larger of the two means, at "
         f"least {NEGLIGIBLE_CHIP_H} chip-h); `tie` otherwise.\n\n" + paired_markdown(report),
+        "### Where the reconciler stands (the headline's test)\n\n"
+        "From the paired table: the peers the reconciler is behind, tied with and ahead of, on the "
+        "priority-weighted badput and on victims' loss, with no JobSet publishing a checkpoint.\n\n"
+        + standing_markdown(report),
         "### What each peer did\n\n" + actions_markdown(report),
     ]
     if report.get("signal"):

@@ -80,7 +80,8 @@ def test_tier_badput_is_each_tiers_demand_minus_its_useful_time_weighted_by_prio
     scenario = two_classes("one", 1, 10.0, 4, high=(2, 1, 50.0), low=(1, 3, 6.0))
     assert tier_weights(scenario) == {"high": 1.0, "low": 0.5}
     demand = tier_demand_chip_s(scenario)
-    assert demand == {"high": 2 * 16 * 10 * 3600.0, "low": 3 * 16 * 10 * 3600.0}
+    # 4 slices: the high JobSet's 2, then the 2 left of the low tier's 3 (the excess is no policy's badput).
+    assert demand == {"high": 2 * 16 * 10 * 3600.0, "low": 2 * 16 * 10 * 3600.0}
     policies: dict[str, Any] = {
         "a": {"useful_chip_s_by_tier": {"high": demand["high"] - 3600.0, "low": demand["low"] - 7200.0}},
         "b": {"useful_chip_s_by_tier": {"high": demand["high"]}},  # no low work at all
@@ -88,8 +89,8 @@ def test_tier_badput_is_each_tiers_demand_minus_its_useful_time_weighted_by_prio
     add_tier_badput(policies, scenario)
     assert policies["a"]["badput_by_tier_chip_h"] == {"high": 1.0, "low": 2.0}
     assert policies["a"]["weighted_badput_chip_h"] == 1.0 + 0.5 * 2.0
-    assert policies["b"]["badput_by_tier_chip_h"] == {"high": 0.0, "low": 480.0}
-    assert policies["b"]["weighted_badput_chip_h"] == 240.0
+    assert policies["b"]["badput_by_tier_chip_h"] == {"high": 0.0, "low": 320.0}
+    assert policies["b"]["weighted_badput_chip_h"] == 160.0
     add_tier_badput(policies, scenario, seeds=2)  # pooled over two seeds: twice the demand
     assert policies["b"]["badput_by_tier_chip_h"]["high"] == 320.0
 
@@ -130,3 +131,40 @@ def test_under_recreate_the_scheduler_pattern_recovers_sooner_than_under_blockin
     assert recreate["mttr_lasting_s"]["p50"] < blocking["mttr_lasting_s"]["p50"]
     assert recreate["lost_victims"] == 0
     assert recreate["actions"]["kube_scheduler_pod_preemptions"] > 0
+
+
+def test_the_standing_table_names_the_peers_the_reconciler_is_behind() -> None:
+    from hotswap.sim.report import standing_markdown
+
+    def runs(mine: float, peer: float) -> dict[str, Any]:
+        fields = ("weighted_badput_chip_h", "victim_lost_chip_h", "high_badput_chip_h")
+        return {
+            "reconciler": dict.fromkeys(fields, mine),
+            "hero": dict.fromkeys(fields, peer),
+            "kueue-tas": dict.fromkeys(fields, mine),
+        }
+
+    per_seed = {str(i): runs(100.0 + i, 80.0 + i * 1.1) for i in range(4)}
+    report = {"scenarios": {"ladder": {"per_seed": per_seed, "policies": per_seed["0"]}}}
+    row = next(line for line in standing_markdown(report).splitlines() if line.startswith("| ladder"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "hero (not like for like)"  # weighted badput: behind
+    assert cells[2] == "kueue-tas (not like for like)"  # tie (identical figures)
+    assert cells[4] == "hero (not like for like)"  # victims' loss: behind
+
+
+def test_rescore_recomputes_the_tier_badput_from_the_recorded_figures() -> None:
+    from hotswap.sim.bench import rescore
+
+    scenario = two_classes("one", 1, 10.0, 4, high=(2, 1, 50.0), low=(1, 3, 6.0))
+    demand = tier_demand_chip_s(scenario)
+    stats = {"useful_chip_s_by_tier": {"high": demand["high"] - 3600.0, "low": demand["low"]}}
+    block = {
+        "params": scenario.model_dump(mode="json"),
+        "per_seed": {"1": {"p": dict(stats, weighted_badput_chip_h=-1.0)}},
+        "policies": {"p": dict(stats)},
+    }
+    report = rescore({"scenarios": {"one": block}, "signal": {}})
+    assert report["scenarios"]["one"]["per_seed"]["1"]["p"]["weighted_badput_chip_h"] == 1.0
+    assert report["scenarios"]["one"]["policies"]["p"]["badput_by_tier_chip_h"] == {"high": 1.0, "low": 0.0}
+    assert report["scenarios"]["one"]["tier_weights"] == {"high": 1.0, "low": 0.5}

@@ -19,6 +19,13 @@ hindsight, per scenario and policy (pooled over the seeds, and per seed):
   `policy_victim_lost_chip_s` (the exchange rate's denominator) counts only the policy's own victims.
 - `high_badput_vs_hindsight`, `victim_loss_vs_hindsight`: those figures over hindsight's (1.0 = at the bound,
   higher = worse; 1.0 when both are 0, inf when only hindsight's is 0).
+
+Issue 37 adds, per scenario and policy: `badput_by_tier_chip_h` (each tier's servable demand minus its useful
+chip-time, `tier_demand_chip_s`) and `weighted_badput_chip_h` (weighted by `tier_weights`, also under the
+scenario), and `actions` (what each mechanism did: Kueue's admission and topology preemptions, NodeFailures
+evictions, kube-scheduler pod preemptions, holds, hero drains). At the top level: `signal` (the reconciler with a
+share of JobSets publishing checkpoints, `run_signal`, paired with the headline's peers; the headline publishes
+nothing) and `run` (scale, seeds, commit, wall time, load average).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hotswap.sim.bench import SCALING_SIZES, add_exchange_rates, bench, run_scenarios, seeds_for, table
+from hotswap.sim.bench import SCALING_SIZES, add_exchange_rates, bench, rescore, run_scenarios, seeds_for, table
 from hotswap.sim.fleet import fleet_table
 from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
 from hotswap.sim.report import markdown, scenarios_markdown
@@ -125,12 +125,27 @@ def main(argv: list[str] | None = None) -> int:
     wi.add_argument("--scale", type=float, default=0.25, help="multiply the horizons (default 0.25)")
     wi.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, cpus))")
     wi.add_argument("--out", type=Path, default=Path("build/bench/whatif.json"))
+    rs = sub.add_parser(
+        "rescore",
+        help="recompute a bench's per-tier and weighted badput from its recorded per-seed figures (no simulation), "
+        "in place",
+    )
+    rs.add_argument("json", type=Path, nargs="?", default=Path("build/bench/hotswap.json"))
     rp = sub.add_parser("report", help="a bench's hotswap.json as the Markdown tables docs/benchmarks.md quotes")
     rp.add_argument("json", type=Path, nargs="?", default=Path("build/bench/hotswap.json"))
     args = parser.parse_args(argv if argv is not None else sys.argv[1:] or ["run", "--help"])
 
     if args.command == "whatif":
         return _whatif(parser, args)
+
+    if args.command == "rescore":
+        try:
+            data = rescore(json.loads(args.json.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError) as exc:
+            parser.error(f"cannot rescore a bench report from {args.json}: {exc!r}")
+        args.json.write_text(json.dumps(data, indent=2, allow_nan=True) + "\n", encoding="utf-8")
+        print(f"rescored {args.json}")
+        return 0
 
     if args.command == "report":
         try:

@@ -19,6 +19,13 @@ hindsight, per scenario and policy (pooled over the seeds, and per seed):
   `policy_victim_lost_chip_s` (the exchange rate's denominator) counts only the policy's own victims.
 - `high_badput_vs_hindsight`, `victim_loss_vs_hindsight`: those figures over hindsight's (1.0 = at the bound,
   higher = worse; 1.0 when both are 0, inf when only hindsight's is 0).
+
+Issue 37 adds, per scenario and policy: `badput_by_tier_chip_h` (each tier's servable demand minus its useful
+chip-time, `tier_demand_chip_s`) and `weighted_badput_chip_h` (weighted by `tier_weights`, also under the
+scenario), and `actions` (what each mechanism did: Kueue's admission and topology preemptions, NodeFailures
+evictions, kube-scheduler pod preemptions, holds, hero drains). At the top level: `signal` (the reconciler with a
+share of JobSets publishing checkpoints, `run_signal`, paired with the headline's peers; the headline publishes
+nothing) and `run` (scale, seeds, commit, wall time, load average).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import as_completed
 from pathlib import Path
@@ -39,7 +48,7 @@ from hotswap.sim.params import Scenario
 from hotswap.sim.plot import plot_mttr
 from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scaling import measure
-from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, SEED_MULTIPLIER, standard_scenarios
+from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, SEED_MULTIPLIER, signal_scenarios, standard_scenarios
 from hotswap.sim.simulator import RunResult
 from hotswap.sim.workers import worker_pool
 
@@ -65,6 +74,45 @@ def high_demand_chip_s(scenario: Scenario) -> float:
     fleet = scenario.fleet
     slices = sum(c.population * c.slices for c in scenario.classes if c.priority >= scenario.high_threshold)
     return slices * fleet.hosts_per_slice * fleet.chips_per_host * scenario.horizon_h * 3600.0
+
+
+def tier_demand_chip_s(scenario: Scenario) -> dict[str, float]:
+    """Chip-seconds each tier (job class) could use over the horizon: all its JobSets on all their slices all the
+    time, up to the slices the fleet has left after the tiers above it. The lowest tier usually asks for more than
+    is left; counting that excess as badput would add the same large constant to every policy's figure and drown
+    the differences (and the practical margin, a per cent of the figure) in it."""
+    fleet = scenario.fleet
+    chips = fleet.hosts_per_slice * fleet.chips_per_host
+    left = fleet.slices
+    out: dict[str, float] = {}
+    for c in sorted(scenario.classes, key=lambda c: -c.priority):
+        servable = min(c.population * c.slices, left)
+        left -= servable
+        out[c.name] = servable * chips * scenario.horizon_h * 3600.0
+    return {c.name: out[c.name] for c in scenario.classes}
+
+
+def tier_weights(scenario: Scenario) -> dict[str, float]:
+    """Weight of each tier in the priority-weighted badput: its priority over the top tier's (2,000,000 /
+    1,500,000 / 1,000,000 give 1 / 0.75 / 0.5). A chip-hour moved from a low to a high JobSet then counts as a
+    gain of half a chip-hour, and a policy that never acts for the middle tier pays for it."""
+    top = max(c.priority for c in scenario.classes)
+    return {c.name: round(c.priority / top, 4) if top > 0 else 1.0 for c in scenario.classes}
+
+
+def add_tier_badput(policies: dict[str, Any], scenario: Scenario, seeds: int = 1) -> None:
+    """`badput_by_tier_chip_h` (each tier's demand over `seeds` seeds minus its useful chip-time) and
+    `weighted_badput_chip_h` (their sum weighted by `tier_weights`) per policy (issue 37 item 3)."""
+    demand = tier_demand_chip_s(scenario)
+    weights = tier_weights(scenario)
+    for stats in policies.values():
+        useful = stats.get("useful_chip_s_by_tier", {})
+        by_tier = {
+            tier: round(max(need * seeds - float(useful.get(tier, 0.0)), 0.0) / 3600.0, 3)
+            for tier, need in demand.items()
+        }
+        stats["badput_by_tier_chip_h"] = by_tier
+        stats["weighted_badput_chip_h"] = round(sum(weights[t] * v for t, v in by_tier.items()), 3)
 
 
 RECONCILER_COST = 20.0
@@ -137,11 +185,15 @@ def run_scenarios(
         for seed_runs in per_seed.values():
             add_exchange_rates(seed_runs)
             add_hindsight_ratios(seed_runs, demand)
+            add_tier_badput(seed_runs, sc)
         pooled = {policy: pool([per_seed[str(s)][policy] for s in used]) for policy in policies}
         add_exchange_rates(pooled)
         add_hindsight_ratios(pooled, demand * len(used))
+        add_tier_badput(pooled, sc, len(used))
         out[sc.name] = {
             "params": sc.model_dump(mode="json"),
+            "tier_weights": tier_weights(sc),
+            "tier_demand_chip_h": {t: round(v / 3600.0, 1) for t, v in tier_demand_chip_s(sc).items()},
             "seed": used[0],
             "seeds": used,
             "policies": pooled,
@@ -150,6 +202,67 @@ def run_scenarios(
             "events": {policy: sum(results[(sc.name, s, policy)].events for s in used) for policy in policies},
         }
     return out
+
+
+def run_signal(
+    variants: Sequence[tuple[Scenario, float, int]],
+    headline: Mapping[str, Any],
+    workers: int,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """The checkpoint signal's worth: the reconciler on each variant (a standard scenario with a share of JobSets
+    publishing `last-checkpoint`) under the first seeds of the headline run, paired with the peers' runs of
+    that run. The peers do not read the annotation (tests/sim/test_checkpoint_signal.py checks that their runs
+    do not change with it), so rerunning them would give the same figures."""
+    runs = [
+        ((sc.name, share, s), sc.model_copy(update={"seed": s}), "reconciler")
+        for sc, share, n in variants
+        for s in headline[sc.name]["seeds"][:n]
+    ]
+    results = run_many(runs, workers, progress, desc="checkpoint-signal runs")
+    out: dict[str, Any] = {}
+    for sc, share, n in variants:
+        block = headline[sc.name]
+        used = block["seeds"][:n]
+        demand = high_demand_chip_s(sc)
+        per_seed: dict[str, dict[str, Any]] = {}
+        for s in used:
+            seed_runs = {policy: dict(stats) for policy, stats in block["per_seed"][str(s)].items()}
+            seed_runs["no-signal reconciler"] = seed_runs["reconciler"]
+            seed_runs["reconciler"] = results[(sc.name, share, s)].summary
+            add_exchange_rates(seed_runs)
+            add_hindsight_ratios(seed_runs, demand)
+            add_tier_badput(seed_runs, sc)
+            per_seed[str(s)] = seed_runs
+        policies = list(per_seed[str(used[0])])
+        pooled = {policy: pool([per_seed[str(s)][policy] for s in used]) for policy in policies}
+        add_exchange_rates(pooled)
+        add_hindsight_ratios(pooled, demand * len(used))
+        add_tier_badput(pooled, sc, len(used))
+        out[f"{sc.name}@{share:g}"] = {
+            "scenario": sc.name,
+            "checkpoint_share": share,
+            "params": sc.model_dump(mode="json"),
+            "tier_weights": tier_weights(sc),
+            "seed": used[0],
+            "seeds": used,
+            "policies": pooled,
+            "per_seed": per_seed,
+        }
+    return out
+
+
+def rescore(report: dict[str, Any]) -> dict[str, Any]:
+    """Recompute the per-tier and weighted badput of every scenario and signal block of a bench report from its
+    recorded per-seed summaries and parameters (no simulation): the figures this code's definitions give."""
+    for block in [*report.get("scenarios", {}).values(), *report.get("signal", {}).values()]:
+        scenario = Scenario.model_validate(block["params"])
+        for seed_runs in block["per_seed"].values():
+            add_tier_badput(seed_runs, scenario)
+        add_tier_badput(block["policies"], scenario, len(block["per_seed"]))
+        block["tier_weights"] = tier_weights(scenario)
+        block["tier_demand_chip_h"] = {t: round(v / 3600.0, 1) for t, v in tier_demand_chip_s(scenario).items()}
+    return report
 
 
 def add_exchange_rates(policies: dict[str, Any]) -> None:
@@ -433,6 +546,24 @@ def pays_for_itself(name: str, block: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _commit() -> str:
+    """The commit the bench ran on (with `+dirty` for uncommitted changes), or "unknown" outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def bench(
     out: Path,
     seed: int = DEFAULT_SEED,
@@ -443,17 +574,28 @@ def bench(
     seeds: int = DEFAULT_SEEDS,
     sizes: tuple[int, ...] = SCALING_SIZES,
     fleet_seeds: int = FLEET_SEEDS,
+    signal: bool = True,
 ) -> dict[str, Any]:
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+    started, load_before, commit = time.monotonic(), os.getloadavg(), _commit()  # the code that runs, not later edits
+    headline = run_scenarios(
+        standard_scenarios(seed, scale), workers, progress, seeds_for(seed, seeds), seed_multiplier=SEED_MULTIPLIER
+    )
     report: dict[str, Any] = {
-        "version": 2,
-        "scenarios": run_scenarios(
-            standard_scenarios(seed, scale), workers, progress, seeds_for(seed, seeds), seed_multiplier=SEED_MULTIPLIER
-        ),
+        "version": 3,
+        "run": {"scale": scale, "seeds": seeds, "seed": seed, "workers": workers},
+        "scenarios": headline,
+        "signal": run_signal(signal_scenarios(seed, scale), headline, workers, progress) if signal else {},
         "fleet": fleet_bench(seed, scale, seeds=fleet_seeds, workers=workers),
         "planner_scaling": run_scaling(passes, sizes, progress=progress),
     }
     report["targets"] = targets(report)
+    report["run"] |= {
+        "commit": commit,
+        "wall_s": round(time.monotonic() - started, 1),
+        "load_average_start": [round(x, 2) for x in load_before],
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / "hotswap.json").write_text(json.dumps(report, indent=2, allow_nan=True) + "\n", encoding="utf-8")
     plot_mttr(report, out / "mttr.png")

@@ -73,6 +73,12 @@ class Recorder:
     reserved_idle_slice_s: float = 0.0  # empty after a policy eviction (held for the preemptor), unused
     idle_queued_slice_s: float = 0.0  # empty while work was waiting (judged when the idle spell ends)
     idle_no_demand_slice_s: float = 0.0  # empty with nothing waiting
+    peer_actions: dict[str, int] = field(default_factory=dict)
+    """What a policy's own mechanism did, by kind (hero drains, Kueue's NodeFailures evictions and topology
+    preemptions, ...): the bench shows that each peer actually acted (issue 37 item 5)."""
+
+    def count(self, action: str, n: int = 1) -> None:
+        self.peer_actions[action] = self.peer_actions.get(action, 0) + n
 
     def is_high(self, priority: int) -> bool:
         return priority >= self.high_threshold
@@ -80,6 +86,18 @@ class Recorder:
 
 def _round(x: float, digits: int = 3) -> float:
     return x if math.isnan(x) else round(x, digits)
+
+
+def actions(rec: Recorder) -> dict[str, int]:
+    """Every act of eviction or preemption in one run, by who did it: Kueue's admission-time preemptions (quota,
+    and for a topology-aware Kueue the topology preemptions among them), kube-scheduler's pod preemptions,
+    `spec.active=false` holds (the reconciler's, and hero's drain victims), plus what each policy counted itself."""
+    out = {
+        "kueue_admission_preemptions": rec.kueue_preemptions,
+        "kube_scheduler_pod_preemptions": rec.pod_preemptions,
+        "holds": rec.holds,
+    }
+    return out | dict(sorted(rec.peer_actions.items()))
 
 
 def summarise(
@@ -138,6 +156,7 @@ def summarise(
         "ops_holding": len(rec.ops),
         "fence_hold_samples": sorted(rec.fence_holds.values()),
         "releases": rec.releases,
+        "actions": actions(rec),
         "victim_hold_s": {
             "p50": _round(percentile(rec.hold_s, 50)),
             "p95": _round(percentile(rec.hold_s, 95)),
@@ -266,6 +285,8 @@ def pool(per_seed: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for key in _AVERAGED:
         pooled[key] = _round(sum(s[key] for s in per_seed) / len(per_seed), 5)
     pooled["fence_holds_per_op"] = _per_op(pooled["fence_hold_samples"], pooled["ops_holding"])
+    kinds = sorted({k for s in per_seed for k in s.get("actions", {})})
+    pooled["actions"] = {k: sum(s.get("actions", {}).get(k, 0) for s in per_seed) for k in kinds}
     pooled |= _pool_goodput(per_seed, incidents_all)
     return pooled
 

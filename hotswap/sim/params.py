@@ -376,6 +376,14 @@ class Scenario(_Frozen):
         "can prefer victims that have just checkpointed. [design] optional per workload; off = the planner only "
         "knows when each attempt started.",
     )
+    checkpoint_share: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="With checkpoint_signal: the share of JobSets whose training code publishes `last-checkpoint` "
+        "(each JobSet draws once, by its name and the seed, the same under every policy); the rest publish "
+        "nothing. [U] what a platform inherits varies: 0 (nothing publishes) is the bench's headline.",
+    )
     reconciler: ReconcilerKnobs = Field(
         default_factory=ReconcilerKnobs, description="Reconciler settings for the `reconciler` policy."
     )

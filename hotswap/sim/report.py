@@ -7,10 +7,10 @@ in step (no figure typed by hand).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-ONLINE = ("scheduler", "reconciler", "kueue-tas", "hero")
+ONLINE = ("scheduler", "scheduler-recreate", "reconciler", "kueue-tas", "hero")
 """Policies a real cluster could run that act on a failure. `none` (wait for repair) is left out: it loses no
 victim's work by never acting, which would make it "best" on victims' loss for nothing; `hindsight` is the
 clairvoyant reference the others are measured against."""
@@ -53,6 +53,7 @@ def scenario_rows(name: str, block: Mapping[str, Any]) -> list[list[str]]:
                 _num(p["fleet_goodput"], 5),
                 _num(p.get("exchange_rate"), 2),
                 f"{_num(p.get('high_badput_chip_h'), 0)} ({_num(p.get('high_badput_vs_hindsight'), 2)})",
+                _num(p.get("weighted_badput_chip_h"), 0),
                 f"{_num(p.get('victim_lost_chip_h'), 0)} ({_num(p.get('victim_loss_vs_hindsight'), 2)})",
                 _num(p["partial_preemptions"]),
                 _num(p["lost_victims"]),
@@ -79,6 +80,7 @@ def scenarios_markdown(report: Mapping[str, Any]) -> str:
         "fleet goodput",
         "exchange rate",
         "high badput chip-h (x hindsight)",
+        "weighted badput chip-h",
         "victims' lost chip-h (x hindsight)",
         "partial",
         "lost",
@@ -92,7 +94,7 @@ def best_online_markdown(report: Mapping[str, Any]) -> str:
     rows = []
     for name, block in report["scenarios"].items():
         row = [name]
-        for field in ("high_badput_chip_h", "victim_lost_chip_h"):
+        for field in ("high_badput_chip_h", "weighted_badput_chip_h", "victim_lost_chip_h"):
             policy, value = best_online(block, field)
             mine = float(block["policies"]["reconciler"][field])
             hindsight = float(block["policies"].get("hindsight", {}).get(field, math.nan))
@@ -103,6 +105,9 @@ def best_online_markdown(report: Mapping[str, Any]) -> str:
         "best online: high badput chip-h",
         "reconciler",
         "hindsight",
+        "best online: weighted badput chip-h",
+        "reconciler",
+        "hindsight",
         "best online: victims' lost chip-h",
         "reconciler",
         "hindsight",
@@ -111,18 +116,40 @@ def best_online_markdown(report: Mapping[str, Any]) -> str:
 
 
 PEERS = tuple(p for p in ONLINE if p != "reconciler")
-PAIRED_FIELDS = (("high_badput_chip_h", "high badput"), ("victim_lost_chip_h", "victims' loss"))
+PAIRED_FIELDS = (
+    ("weighted_badput_chip_h", "weighted badput"),
+    ("high_badput_chip_h", "high badput"),
+    ("victim_lost_chip_h", "victims' loss"),
+)
 
 
-def paired_difference(block: Mapping[str, Any], peer: str, field: str) -> tuple[float, float, int]:
-    """Reconciler minus `peer` on `field`, paired by seed (each seed is one event stream for every policy):
-    the mean difference, its standard error over the seeds (nan with one seed) and the number of seeds."""
+def _pairs(block: Mapping[str, Any], peer: str, field: str, mine: str = "reconciler") -> list[tuple[float, float]]:
     per_seed = block.get("per_seed") or {}
-    diffs = [
-        float(runs["reconciler"][field]) - float(runs[peer][field])
+    return [
+        (float(runs[mine][field]), float(runs[peer][field]))
         for runs in per_seed.values()
-        if field in runs.get("reconciler", {}) and field in runs.get(peer, {})
+        if field in runs.get(mine, {}) and field in runs.get(peer, {})
     ]
+
+
+def practical_margin(block: Mapping[str, Any], peer: str, field: str, mine: str = "reconciler") -> float:
+    """The smallest difference the paired verdict calls a lead: PRACTICAL_MARGIN of the larger of the two
+    policies' means per seed, and at least NEGLIGIBLE_CHIP_H. A constant gap of modelled latency (a 1 s
+    admission step, 2 s of MTTR) is a fraction of a per cent of a scenario's badput and stays a tie."""
+    pairs = _pairs(block, peer, field, mine)
+    if not pairs:
+        return NEGLIGIBLE_CHIP_H
+    mean_mine = sum(a for a, _ in pairs) / len(pairs)
+    mean_peer = sum(b for _, b in pairs) / len(pairs)
+    return max(PRACTICAL_MARGIN * max(abs(mean_mine), abs(mean_peer)), NEGLIGIBLE_CHIP_H)
+
+
+def paired_difference(
+    block: Mapping[str, Any], peer: str, field: str, mine: str = "reconciler"
+) -> tuple[float, float, int]:
+    """Reconciler (or `mine`) minus `peer` on `field`, paired by seed (each seed is one event stream for every
+    policy): the mean difference, its standard error over the seeds (nan with one seed) and the number of seeds."""
+    diffs = [a - b for a, b in _pairs(block, peer, field, mine)]
     n = len(diffs)
     if n == 0:
         return math.nan, math.nan, 0
@@ -156,6 +183,10 @@ T_975 = {
 lucky seed makes (t = 3.18 at 3 degrees of freedom)."""
 NEGLIGIBLE_CHIP_H = 0.05
 """Below this a mean difference is a tie whatever its spread (a constant sub-second gap has no spread at all)."""
+PRACTICAL_MARGIN = 0.01
+"""A lead must also exceed 1 % of the figure itself (the larger of the two policies' means per seed) to count:
+the practical margin of issue 37 item 3. (1 % of a tier's *demand* would make every cell a tie: the policies'
+badputs are a fraction of a per cent of what the tiers ask for.)"""
 
 
 def half_width(se: float, n: int) -> float:
@@ -168,11 +199,12 @@ def half_width(se: float, n: int) -> float:
     return t * se
 
 
-def verdict(mean: float, half: float) -> str:
-    """Whether the reconciler is ahead of a peer (less badput or loss) outside the 95 % interval."""
+def verdict(mean: float, half: float, margin: float = NEGLIGIBLE_CHIP_H) -> str:
+    """Whether the reconciler is ahead of a peer (less badput or loss): the 95 % interval excludes 0 and the mean
+    difference exceeds the practical `margin`; "tie" otherwise."""
     if math.isnan(mean):
         return "?"
-    if abs(mean) < NEGLIGIBLE_CHIP_H:
+    if abs(mean) < max(margin, NEGLIGIBLE_CHIP_H):
         return "tie"
     if math.isnan(half):
         return "?"
@@ -188,20 +220,151 @@ def paired_markdown(report: Mapping[str, Any]) -> str:
 
     Storms and spot preemptions strike slices, so which JobSets they hit depends on where each policy placed
     them; the seed-to-seed spread of the difference says whether a pooled lead is more than that lottery."""
+    return "\n".join(_table(*_paired_rows(report["scenarios"], PAIRED_FIELDS)))
+
+
+def paired_cell(block: Mapping[str, Any], peer: str, field: str, mine: str = "reconciler") -> str:
+    """`mean ± half-width verdict` of `mine` minus `peer` on `field`."""
+    mean, se, n = paired_difference(block, peer, field, mine)
+    half = half_width(se, n)
+    return f"{_num(mean, 1)} ± {_num(half, 1)} {verdict(mean, half, practical_margin(block, peer, field, mine))}"
+
+
+def _paired_rows(
+    blocks: Mapping[str, Mapping[str, Any]], fields: Sequence[tuple[str, str]]
+) -> tuple[list[str], list[list[str]]]:
     rows = []
-    for name, block in report["scenarios"].items():
+    for name, block in blocks.items():
         row = [name, str(len(block.get("per_seed") or {}))]
         for peer in PEERS:
             if peer not in block["policies"]:
-                row += [""] * len(PAIRED_FIELDS)
+                row += [""] * len(fields)
                 continue
-            for field, _ in PAIRED_FIELDS:
-                mean, se, n = paired_difference(block, peer, field)
-                half = half_width(se, n)
-                row.append(f"{_num(mean, 1)} ± {_num(half, 1)} {verdict(mean, half)}")
+            row += [paired_cell(block, peer, field) for field, _ in fields]
         rows.append(row)
-    head = ["scenario", "seeds"] + [f"vs {peer}: {label}" for peer in PEERS for _, label in PAIRED_FIELDS]
+    head = ["scenario", "seeds"] + [f"vs {peer}: {label}" for peer in PEERS for _, label in fields]
+    return head, rows
+
+
+def verdicts(
+    block: Mapping[str, Any], fields: Sequence[str] = ("weighted_badput_chip_h", "victim_lost_chip_h")
+) -> dict[str, str]:
+    """`peer/field` -> the paired verdict of the reconciler against that peer (the headline's test)."""
+    out = {}
+    for peer in PEERS:
+        if peer not in block["policies"]:
+            continue
+        for field in fields:
+            mean, se, n = paired_difference(block, peer, field)
+            out[f"{peer}/{field}"] = verdict(mean, half_width(se, n), practical_margin(block, peer, field))
+    return out
+
+
+NOT_LIKE_FOR_LIKE = {("ladder", "kueue-tas"), ("ladder", "hero")}
+"""(scenario, peer) cells that do not compare like with like (docs/benchmarks.md, "What was compared"): on the
+ladder the TAS peers run single-flavor admission without the queued capacity."""
+
+
+def standing_markdown(report: Mapping[str, Any]) -> str:
+    """The headline's test per scenario: the peers the reconciler is behind, tied with and ahead of, on the
+    priority-weighted badput and on victims' loss (paired verdicts with the practical margin)."""
+    rows = []
+    for name, block in report["scenarios"].items():
+        found = verdicts(block)
+        row = [name]
+        for field in ("weighted_badput_chip_h", "victim_lost_chip_h"):
+            cells: dict[str, list[str]] = {"**behind**": [], "tie": [], "ahead": [], "?": []}
+            for peer in PEERS:
+                v = found.get(f"{peer}/{field}")
+                if v is None:
+                    continue
+                label = peer + (" (not like for like)" if (name, peer) in NOT_LIKE_FOR_LIKE else "")
+                cells[v].append(label)
+            row += [", ".join(cells[k]) or "-" for k in ("**behind**", "tie", "ahead")]
+        rows.append(row)
+    head = (
+        "scenario",
+        "weighted badput: behind",
+        "tie",
+        "ahead",
+        "victims' loss: behind",
+        "tie",
+        "ahead",
+    )
     return "\n".join(_table(head, rows))
+
+
+def tiers_markdown(report: Mapping[str, Any]) -> str:
+    """Badput per tier (each tier's demand minus its useful chip-time) and the priority-weighted total, pooled."""
+    rows = []
+    for name, block in report["scenarios"].items():
+        weights = block.get("tier_weights") or {}
+        tiers = list(weights)
+        for i, (policy, p) in enumerate(block["policies"].items()):
+            by_tier = p.get("badput_by_tier_chip_h", {})
+            cells = " / ".join(f"{t} {_num(by_tier.get(t), 0)}" for t in tiers)
+            label = f"{name} (weights {' / '.join(f'{weights[t]:g}' for t in tiers)})" if i == 0 else ""
+            rows.append([label, policy, cells, _num(p.get("weighted_badput_chip_h"), 0)])
+    return "\n".join(_table(("scenario (tier weights)", "policy", "badput per tier chip-h", "weighted chip-h"), rows))
+
+
+SIGNAL_FIELDS = (("weighted_badput_chip_h", "weighted badput"), ("victim_lost_chip_h", "victims' loss"))
+
+
+def signal_markdown(report: Mapping[str, Any]) -> str:
+    """The checkpoint signal's worth: the reconciler with a share of JobSets publishing, against itself without
+    the signal and against each peer (whose runs the signal does not change), paired by seed."""
+    rows = []
+    for name, block in (report.get("signal") or {}).items():
+        rec, blind = block["policies"]["reconciler"], block["policies"]["no-signal reconciler"]
+        row = [
+            name.split("@")[0],
+            f"{block['checkpoint_share']:.0%}",
+            str(len(block["seeds"])),
+            f"{_num(rec.get('weighted_badput_chip_h'), 0)} ({_num(blind.get('weighted_badput_chip_h'), 0)})",
+            f"{_num(rec.get('victim_lost_chip_h'), 0)} ({_num(blind.get('victim_lost_chip_h'), 0)})",
+            f"{_quantiles(rec['mttr_lasting_s'])} ({_quantiles(blind['mttr_lasting_s'])})",
+        ]
+        for peer in PEERS:
+            row += [paired_cell(block, peer, field) for field, _ in SIGNAL_FIELDS]
+        rows.append(row)
+    head = [
+        "scenario",
+        "JobSets publishing",
+        "seeds",
+        "reconciler weighted badput chip-h (no signal)",
+        "reconciler victims' loss chip-h (no signal)",
+        "reconciler lasting MTTR p50/p95/p99 s (no signal)",
+    ] + [f"vs {peer}: {label}" for peer in PEERS for _, label in SIGNAL_FIELDS]
+    return "\n".join(_table(head, rows))
+
+
+ACTION_LABELS = {
+    "kueue_admission_preemptions": "Kueue admission preemptions",
+    "kueue_topology_preemptions": "of which for topology",
+    "kueue_node_failure_evictions": "Kueue NodeFailures evictions",
+    "kube_scheduler_pod_preemptions": "kube-scheduler pod preemptions",
+    "holds": "spec.active=false holds",
+    "hero_drains": "hero drains",
+    "hero_drain_victims": "hero drain victims",
+}
+
+
+def actions_markdown(report: Mapping[str, Any]) -> str:
+    """Per scenario and acting policy, what its mechanism did, summed over the seeds (issue 37 item 5): a row of
+    zeros means the peer never acted there, and its figures measure something else."""
+    rows = []
+    for name, block in report["scenarios"].items():
+        for i, policy in enumerate(p for p in ONLINE if p in block["policies"]):
+            acts = block["policies"][policy].get("actions", {})
+            cells = [_num(int(acts.get(k, 0))) for k in ACTION_LABELS]
+            ended = ", ".join(
+                f"{k.removeprefix('hero_drains_ended_').replace('_', ' ')} {v:,}"
+                for k, v in acts.items()
+                if k.startswith("hero_drains_ended_")
+            )
+            rows.append([name if i == 0 else "", policy, *cells, ended])
+    return "\n".join(_table(("scenario", "policy", *ACTION_LABELS.values(), "hero drains ended"), rows))
 
 
 def fleet_markdown(fleet: Mapping[str, Any]) -> str:
@@ -276,13 +439,27 @@ def targets_markdown(targets: Iterable[Mapping[str, Any]]) -> str:
 
 def markdown(report: Mapping[str, Any]) -> str:
     parts = [
-        "### Six policies side by side\n\n" + scenarios_markdown(report),
+        "### Six policies side by side (no JobSet publishes a checkpoint)\n\n" + scenarios_markdown(report),
+        "### Badput per tier and priority-weighted\n\n" + tiers_markdown(report),
         "### Distance to the hindsight bound\n\n" + best_online_markdown(report),
         "### Reconciler against each peer, paired by seed\n\n"
         "Reconciler minus peer in chip-hours: the mean over the seeds ± the half-width of its 95 % confidence "
-        "interval (Student's t); negative is the reconciler ahead. `ahead`/`behind`: the interval excludes 0; "
-        "`tie`: it does not, or the difference is under 0.05 chip-h.\n\n" + paired_markdown(report),
+        "interval (Student's t); negative is the reconciler ahead. `ahead`/`behind`: the interval excludes 0 and "
+        f"the difference exceeds the practical margin ({PRACTICAL_MARGIN:.0%} of the larger of the two means, at "
+        f"least {NEGLIGIBLE_CHIP_H} chip-h); `tie` otherwise.\n\n" + paired_markdown(report),
+        "### Where the reconciler stands (the headline's test)\n\n"
+        "From the paired table: the peers the reconciler is behind, tied with and ahead of, on the "
+        "priority-weighted badput and on victims' loss, with no JobSet publishing a checkpoint.\n\n"
+        + standing_markdown(report),
+        "### What each peer did\n\n" + actions_markdown(report),
     ]
+    if report.get("signal"):
+        parts.append(
+            "### What the checkpoint signal is worth\n\n"
+            "The reconciler with a share of JobSets publishing `last-checkpoint` (in brackets: the same seeds "
+            "without the signal), and paired against each peer's runs of the same seeds (the peers do not read the "
+            "annotation, so their runs are those of the table above).\n\n" + signal_markdown(report)
+        )
     if "fleet" in report:
         parts.append(f"### Fleet: {report['fleet']['scenario']}\n\n" + fleet_markdown(report["fleet"]))
     parts.append("### Reconciler scaling\n\n" + scaling_markdown(report["planner_scaling"]))

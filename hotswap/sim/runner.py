@@ -12,12 +12,13 @@ from hotswap.sim.policies.kueue_tas import KueueTASPolicy
 from hotswap.sim.policies.none import NonePolicy
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
 from hotswap.sim.policies.repair_signal import RepairSignalReconciler
-from hotswap.sim.policies.scheduler import SchedulerPolicy
+from hotswap.sim.policies.scheduler import SchedulerPolicy, SchedulerRecreatePolicy
 from hotswap.sim.simulator import RunResult, Simulator
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "none": NonePolicy,
     "scheduler": SchedulerPolicy,
+    "scheduler-recreate": SchedulerRecreatePolicy,
     "reconciler": ReconcilerPolicy,
     "kueue-tas": KueueTASPolicy,
     "hero": HeroPolicy,

@@ -18,13 +18,16 @@ def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Sce
     """S1 at 1x and 3x, S2 storm, S3 long repairs, a fleet with spare slices, single-host pools with spare VMs
     (kueue-tas's best case), storms that disrupt several high-priority JobSets at once (issue 19 item 3) and a
     capacity ladder of reservation, spot and queued flex-start slices (issue 20).
-    `scale` multiplies every horizon (tests use < 1)."""
+    `scale` multiplies every horizon (tests use < 1).
+
+    No JobSet publishes a checkpoint (`checkpoint_signal` off): what a new platform has, and the bench's headline;
+    `signal_scenarios` are the same scenarios with a share of JobSets publishing (issue 37)."""
     long_repairs = (
         RepairBand(weight=0.50, low_s=5.0, high_s=1 * MINUTE),
         RepairBand(weight=0.30, low_s=10 * MINUTE, high_s=20 * MINUTE),
         RepairBand(weight=0.20, low_s=1 * HOUR, high_s=4 * HOUR),
     )
-    return [
+    scenarios = [
         Scenario(name="steady_1x", seed=seed, horizon_h=8760 * scale),
         Scenario(name="steady_3x", seed=seed, horizon_h=4380 * scale, failures=Failures(rate_multiplier=3.0)),
         Scenario(
@@ -43,6 +46,27 @@ def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Sce
         spare_nodes(seed, scale),
         multi_disruption(seed, scale),
         ladder(seed, scale),
+    ]
+    return [sc.model_copy(update={"checkpoint_signal": False}) for sc in scenarios]
+
+
+SIGNAL_RUNS: tuple[tuple[str, float, int], ...] = (
+    ("steady_3x", 0.5, 4),
+    ("steady_3x", 1.0, 4),
+    ("long_repairs", 1.0, 4),
+    ("multi_disruption", 1.0, 4),
+)
+"""The checkpoint signal's worth (issue 37 item 1): (standard scenario, share of JobSets that publish, seeds).
+Only the reconciler reads the annotation (Kueue and hero read admission and pod times, which every run has), so
+these runs are the reconciler's alone, paired by seed with the peers of the no-signal run."""
+
+
+def signal_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[tuple[Scenario, float, int]]:
+    """(scenario with `checkpoint_share` of its JobSets publishing, share, seeds) for each of SIGNAL_RUNS."""
+    by_name = {sc.name: sc for sc in standard_scenarios(seed, scale)}
+    return [
+        (by_name[name].model_copy(update={"checkpoint_signal": True, "checkpoint_share": share}), share, seeds)
+        for name, share, seeds in SIGNAL_RUNS
     ]
 
 

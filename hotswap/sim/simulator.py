@@ -70,6 +70,10 @@ class Simulator:
             s.id: random.Random(f"{scenario.seed}:spot:{s.id}") for s in self.slices if s.capacity is Capacity.SPOT
         }
         self._pass_pending = False
+        # JobSet failurePolicy.restartStrategy: the platform's BlockingRecreate (every policy) unless the policy
+        # models a JobSet left at JobSet's own default, Recreate (`scheduler-recreate`).
+        self._recreate_each_child = getattr(policy, "restart_strategy", "BlockingRecreate") == "Recreate"
+        self._child_pending: dict[Job, set[int]] = {}
         self._interrupted: set[Job] = set()
         self._victim_attempt: dict[Job, int] = {}
         self._victim_admitted_since: dict[Job, float] = {}
@@ -171,6 +175,7 @@ class Simulator:
         for victim in plan.preempt:
             self.rec.kueue_preemptions += 1
             if victim in plan.topology_victims:
+                self.rec.count("kueue_topology_preemptions")
                 self._mark_victim(victim)  # evicted for the preemptor's topology, not quota: the policy's victim
             self._evict(victim, JobState.QUEUED, victim=True)
         for job in plan.admit:
@@ -442,10 +447,40 @@ class Simulator:
         self._maybe_recreate(job)
 
     def _maybe_recreate(self, job: Job) -> None:
-        """BlockingRecreate: the new attempt is created once every old pod is gone."""
+        """BlockingRecreate: the new attempt is created once every old pod is gone. Recreate: each child Job is
+        recreated once its own old pods are gone (jobset v0.12.0 foreground-deletes each child Job and creates
+        the new one when the old is gone), so a crashed child's leader does not wait for its siblings' grace."""
+        if self._recreate_each_child:
+            self._maybe_recreate_children(job)
+            return
         if not job.restarting or job.terminating or job.recreate is not None:
             return
         job.recreate = self.loop.after(self.timing.jobset_recreate_s, lambda: self._recreate(job))
+
+    def _maybe_recreate_children(self, job: Job) -> None:
+        if not job.restarting or job.state is not JobState.ADMITTED:
+            return
+        have = {p.child for p in job.pods}
+        draining = {p.child for p in job.terminating}
+        pending = self._child_pending.setdefault(job, set())
+        for child in range(job.slices):
+            if child in have or child in draining or child in pending:
+                continue
+            pending.add(child)
+            self.loop.after(self.timing.jobset_recreate_s, partial(self._recreate_child, job, child, job.attempt))
+
+    def _recreate_child(self, job: Job, child: int, attempt: int) -> None:
+        self._child_pending.get(job, set()).discard(child)
+        if job.state is not JobState.ADMITTED or not job.restarting or job.attempt != attempt:
+            return
+        if any(p.child == child for p in job.pods):
+            return
+        job.pods.append(self._new_pod(job, child, 0))
+        self.note(f"{job.name} leader {child} created (attempt {job.attempt}, Recreate)")
+        if len({p.child for p in job.pods}) == job.slices:
+            job.restarting = False
+            self._interrupted.discard(job)
+        self._kick()
 
     def _recreate(self, job: Job) -> None:
         job.recreate = None
@@ -709,6 +744,7 @@ class Simulator:
             # JobSet-wide: after a suspend and resume without a restart each child Job waits only for its own
             # pods, so this is conservative for a victim released before its pods are gone (rare).
             job.restarting = True
+            self._maybe_recreate(job)  # Recreate: the children whose old pods are gone start now
             return
         self._create_leaders(job)
 

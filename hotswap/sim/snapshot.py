@@ -13,6 +13,7 @@ has requested, or that went back to GKE, has no nodes either.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -157,10 +158,23 @@ class CheckpointSignal:
     key: str
     interval_s: float
     now: float
+    share: float = 1.0
+    """Of the JobSets, the share that publishes (`Scenario.checkpoint_share`); the others publish nothing."""
+    seed: int = 0
+
+    def publishes(self, job: Job) -> bool:
+        """Whether this JobSet's training code publishes its checkpoints: one draw per JobSet name and seed, so the
+        same JobSets publish under every policy and in every pass."""
+        if self.share >= 1.0:
+            return True
+        if self.share <= 0.0:
+            return False
+        return zlib.crc32(f"{self.seed}/{job.name}".encode()) / 2**32 < self.share
 
     def last(self, job: Job) -> float | None:
-        """When the running attempt last completed a checkpoint; None before its first one or when not running."""
-        if job.run_start is None:
+        """When the running attempt last completed a checkpoint; None before its first one, when not running, or
+        when the JobSet does not publish."""
+        if job.run_start is None or not self.publishes(job):
             return None
         saved = checkpointed_s(self.now - job.run_start, self.interval_s)
         return job.run_start + saved if saved > 0 else None

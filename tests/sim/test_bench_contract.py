@@ -46,7 +46,15 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name
         assert isinstance(block["seed"], int)
-        assert set(block["policies"]) == {"none", "scheduler", "reconciler", "kueue-tas", "hero", "hindsight"}
+        assert set(block["policies"]) == {
+            "none",
+            "scheduler",
+            "scheduler-recreate",
+            "reconciler",
+            "kueue-tas",
+            "hero",
+            "hindsight",
+        }
         for stats in block["policies"].values():
             for field, kind in POLICY_FIELDS.items():
                 assert isinstance(stats[field], kind), (name, field, stats[field])
@@ -61,6 +69,17 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
     assert row["slices"] == 32 and row["jobsets"] == 128
     for field in ("p50_ms", "p99_ms", "cpu_p50_ms", "cpu_p99_ms", "peak_mb"):
         assert isinstance(row[field], float) and row[field] > 0
+    for block in data["scenarios"].values():
+        assert set(block["tier_weights"]) == {c["name"] for c in block["params"]["classes"]}
+        assert block["params"]["checkpoint_signal"] is False  # the headline: nothing publishes
+        for stats in block["policies"].values():
+            assert set(stats["badput_by_tier_chip_h"]) == set(block["tier_weights"])
+            assert isinstance(stats["weighted_badput_chip_h"], float)
+            assert {"kueue_admission_preemptions", "kube_scheduler_pod_preemptions", "holds"} <= set(stats["actions"])
+    assert data["signal"] and all(b["params"]["checkpoint_signal"] for b in data["signal"].values())
+    for block in data["signal"].values():
+        assert {"reconciler", "no-signal reconciler", "kueue-tas", "hero"} <= set(block["policies"])
+    assert {"scale", "seeds", "commit", "wall_s"} <= set(data["run"])
     assert {t["target"].split(" (")[0] for t in data["targets"]} >= {
         "reconciler MTTR p50 <= 60 s",
         "reconciler lost victims == 0",
@@ -207,4 +226,4 @@ def test_the_report_has_the_paired_table(report: tuple[dict[str, Any], Path]) ->
     section = text.split("### Reconciler against each peer, paired by seed")[1].split("###")[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| scenario")]
     assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == list(data["scenarios"])
-    assert all(row.count("±") == 6 for row in rows)
+    assert all(row.count("±") == 12 for row in rows)

@@ -108,6 +108,8 @@ class HeroPolicy(KueueTASPolicy):
             drain = Drain(hero, slices, victims, sim.now)
             self.drain = drain
             self.drains.append(drain)
+            sim.rec.count("hero_drains")
+            sim.rec.count("hero_drain_victims", len(victims))
             for s in slices:
                 s.reserved_for = hero
             sim.note(f"hero drain for {hero.name}: {[s.pool for s in slices]}, victims {[v.name for v in victims]}")
@@ -170,6 +172,7 @@ class HeroPolicy(KueueTASPolicy):
     def _end(self, drain: Drain, reason: str) -> None:
         sim = self.sim
         drain.ended, drain.reason = sim.now, reason
+        sim.rec.count("hero_drains_ended_" + reason.replace(" ", "_"))
         for s in drain.slices:
             if s.reserved_for is drain.hero:
                 s.reserved_for = None

@@ -97,5 +97,6 @@ class KueueTASPolicy:
         if job.state is not JobState.ADMITTED or job.topology is None:
             return
         self.node_failure_evictions += 1
+        self.sim.rec.count("kueue_node_failure_evictions")
         self.sim.note(f"kueue evicts {job.name} (NodeFailures: no replacement in its domain)")
         self.sim.evict_requeue(job)

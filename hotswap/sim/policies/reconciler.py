@@ -110,8 +110,14 @@ class ReconcilerPolicy:
         departures = [(d.pod, d.slice, d.host, d.at) for d in sim.recent_departures(window)]
         jobs = [j for j in sim.live if j.state in (JobState.QUEUED, JobState.ADMITTED, JobState.HELD)]
         checkpoints = (
-            CheckpointSignal(self._keys.last_checkpoint, sim.timing.checkpoint_interval_s, sim.now)
-            if sim.scenario.checkpoint_signal
+            CheckpointSignal(
+                self._keys.last_checkpoint,
+                sim.timing.checkpoint_interval_s,
+                sim.now,
+                sim.scenario.checkpoint_share,
+                sim.scenario.seed,
+            )
+            if sim.scenario.checkpoint_signal and sim.scenario.checkpoint_share > 0.0
             else None
         )
         return build_snapshot(sim.slices, jobs, departures, shape, fleet.machine_type, checkpoints)

@@ -26,3 +26,13 @@ class SchedulerPolicy:
 
     def on_change(self) -> None:
         return None
+
+
+class SchedulerRecreatePolicy(SchedulerPolicy):
+    """The same pattern with JobSet's own default restart strategy, `Recreate` (jobset v0.12.0
+    api/jobset/v1alpha2/jobset_types.go), instead of the platform's `BlockingRecreate` (GKE's best-practice page
+    uses BlockingRecreate too): each child Job is recreated as soon as its own old pods are gone, so the crashed
+    child's leader starts preempting about 30 s earlier (it does not wait for its healthy siblings' grace)."""
+
+    name = "scheduler-recreate"
+    restart_strategy = "Recreate"

@@ -140,3 +140,16 @@ def test_over_privileged_cluster_roles_are_rejected(rule: dict[str, Any], messag
         resource_args(CLUSTER_ROLE_TYPE, props, name="hotswap-reconciler"),
         f"ClusterRole 'hotswap-reconciler' rules[4] {message}",
     )
+
+
+def test_the_upstream_charts_own_roles_are_not_judged_but_a_lookalike_without_their_label_is() -> None:
+    """Kueue's and JobSet's controllers need Secrets (webhook certificates) and pod deletion; their roles come from
+    the pinned charts (label `helm.sh/chart: kueue-0.19.2`), seen only when the real engine renders the charts."""
+    props = copy.deepcopy(CLUSTER_ROLE)
+    props["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"]})
+    props["metadata"] = {"name": "kueue-manager-role", "labels": {"helm.sh/chart": "kueue-0.19.2"}}
+    assert_no_violations(rules.CLUSTER_ROLE_LEAST_PRIVILEGE, resource_args(CLUSTER_ROLE_TYPE, props))
+    props["metadata"]["labels"] = {"helm.sh/chart": "my-operator-1.0.0"}
+    assert_has_violation(
+        rules.CLUSTER_ROLE_LEAST_PRIVILEGE, resource_args(CLUSTER_ROLE_TYPE, props), "grants access to secrets"
+    )

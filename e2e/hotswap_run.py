@@ -18,21 +18,24 @@ from typing import Any
 
 import yaml
 
+from components.workloads.jobset import HOTSWAP_DOMAIN
 from e2e import faults
 from e2e.cluster import LocalCluster
 from e2e.hotswap_scenario import (
     HP_NAME,
+    JOBSET_NAME_LABEL,
     NAMESPACE,
     NODEPOOL_LABEL,
     Fault,
     Mode,
     Outcome,
     Sample,
+    WorkloadView,
     expected_pods,
     hp_recovered,
     outcome,
     pod_view,
-    scenario_jobsets,
+    scenario_workloads,
     trace,
     workload_view,
 )
@@ -42,6 +45,7 @@ from e2e.rest import RestClient
 
 JsonObj = dict[str, Any]
 JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"
+JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 WORKLOADS = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 EVENTS = f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"
@@ -97,7 +101,10 @@ class Observer:
             pod_view(p, _timestamp(p["metadata"]["creationTimestamp"]), self.pools) for p in _list(self.rest, PODS)
         )
         workloads = tuple(workload_view(w) for w in _list(self.rest, WORKLOADS))
-        jobsets = _list(self.rest, JOBSETS)
+        # The JobSets, and the plain Jobs no JobSet owns.
+        jobsets = _list(self.rest, JOBSETS) + [
+            j for j in _list(self.rest, JOBS) if not j["metadata"].get("labels", {}).get(JOBSET_NAME_LABEL)
+        ]
         failed = tuple(
             j["metadata"]["name"]
             for j in jobsets
@@ -140,6 +147,8 @@ class Reconciler:
         token = kubectl.run("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
         kubeconfig = cluster.kubeconfig_for(f"hotswap-{name}", token)
         self.name = name
+        election = config.get("leaderElection", {})
+        self.lease = (str(election.get("leaseNamespace")), str(election.get("leaseName")))
         self.process = Process(
             f"hotswap-{name}",
             [
@@ -166,11 +175,19 @@ def _find(objects: list[JsonObj], kind: str, name: str) -> JsonObj:
 class Scenario:
     """One cluster, the scenario stack applied; `run` plays one fault in one mode and cleans up after itself."""
 
-    def __init__(self, cluster: LocalCluster, rest: RestClient, kubectl: Kubectl, objects: list[JsonObj]) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        rest: RestClient,
+        kubectl: Kubectl,
+        objects: list[JsonObj],
+        with_batch_job: bool = False,
+    ) -> None:
         self.cluster, self.rest, self.kubectl, self.objects = cluster, rest, kubectl, objects
-        self.jobsets = scenario_jobsets()
+        self.jobsets = scenario_workloads(with_batch_job)
         self.expected = {j["metadata"]["name"]: expected_pods(j) for j in self.jobsets}
         self.events: list[JsonObj] = []
+        self.takeover: JsonObj = {}
 
     def pools(self) -> dict[str, str]:
         return {
@@ -207,20 +224,38 @@ class Scenario:
 
         return probe
 
-    def submit(self, jobset: JsonObj) -> None:
-        response = self.rest.create(jobset)
+    def submit(self, obj: JsonObj) -> None:
+        response = self.rest.create(obj)
         if not response.ok:
-            raise RuntimeError(f"JobSet {jobset['metadata']['name']} refused: {response.status}: {response.message}")
+            raise RuntimeError(
+                f"{obj['kind']} {obj['metadata']['name']} refused: {response.status}: {response.message}"
+            )
 
-    def run(self, mode: Mode, fault: Fault, repair_after: float = REPAIR_AFTER_SECONDS) -> Outcome:
+    def run(
+        self, mode: Mode, fault: Fault, repair_after: float = REPAIR_AFTER_SECONDS, kill_leader_at_hold: bool = False
+    ) -> Outcome:
+        """One fault in one mode. `kill_leader_at_hold`: two reconciler replicas; the leader is killed (SIGKILL)
+        as soon as it has held a victim, mid-eviction, and the standby must take the Lease and finish the job
+        from what the first one wrote on the Workloads."""
         observer = Observer(self.rest, self.pools())
         state = self._state(observer)
-        reconciler = Reconciler(self.cluster, self.kubectl, self.objects, f"{mode.value}-{fault.value}")
+        names = [f"{mode.value}-{fault.value}"] + (
+            [f"{mode.value}-{fault.value}-standby"] if kill_leader_at_hold else []
+        )
+        replicas = [Reconciler(self.cluster, self.kubectl, self.objects, name) for name in names]
+        self.takeover = {}
         timeline: dict[str, float] = {}
         broken: str | None = None  # a failed node not yet repaired, for the clean-up
         try:
             if mode is Mode.RECONCILER:
-                reconciler.start()
+                lease = replicas[0].lease
+                replicas[0].start()
+                wait_until(
+                    f"{names[0]} to hold the Lease", lambda: self.holder(lease) == names[0], 60,
+                    lambda: f"holder {self.holder(lease)}",
+                )  # fmt: skip
+                for standby in replicas[1:]:
+                    standby.start()
             low = [j for j in self.jobsets if j["metadata"]["name"] != HP_NAME]
             high = [j for j in self.jobsets if j["metadata"]["name"] == HP_NAME]
             for jobset in low:
@@ -242,6 +277,8 @@ class Scenario:
             timeline["faultInjected"] = time.time()
             repair_at = fault_at + repair_after
             recovered = self._all_running_after(observer, fault_at)
+            if kill_leader_at_hold:
+                self._kill_leader_at_hold(observer, replicas, fault_at, timeline, state)
             while time.time() < repair_at:
                 if "highPriorityRunning" not in timeline and recovered():
                     timeline["highPriorityRunning"] = time.time()
@@ -264,7 +301,8 @@ class Scenario:
             return outcome(mode, fault, failed_node, observer.samples, fault_at, repair_at, self.expected, timeline)
         finally:
             observer.stop()
-            reconciler.stop()
+            for replica in replicas:
+                replica.stop()
             origin = timeline.get("faultInjected", time.time())
             trace_path = self.cluster.directory / f"hotswap-{mode.value}-{fault.value}.trace.jsonl"
             trace_path.write_text("".join(json.dumps(line) + "\n" for line in trace(observer.samples, origin)))
@@ -272,18 +310,60 @@ class Scenario:
                 faults.repair(self.rest, fault, broken)
             self.clean()
 
+    def holder(self, lease: tuple[str, str]) -> str | None:
+        response = self.rest.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{lease[0]}/leases/{lease[1]}")
+        holder = response.body.get("spec", {}).get("holderIdentity") if response.ok else None
+        return str(holder) if holder else None
+
+    def _kill_leader_at_hold(
+        self,
+        observer: Observer,
+        replicas: list[Reconciler],
+        fault_at: float,
+        timeline: dict[str, float],
+        state: Callable[[], str],
+    ) -> None:
+        leader, standby = replicas
+        held: list[WorkloadView] = []
+
+        def a_victim_held() -> bool:
+            held[:] = [w for w in observer.look().workloads if w.jobset != HP_NAME and not w.active]
+            return bool(held)
+
+        wait_until("the leader to hold a victim", a_victim_held, 60, state)
+        leader.process.kill()
+        timeline["leaderKilled"] = time.time()
+        wait_until(
+            f"{standby.name} to take the Lease", lambda: self.holder(leader.lease) == standby.name, 60,
+            lambda: f"holder {self.holder(leader.lease)}",
+        )  # fmt: skip
+        timeline["standbyLeads"] = time.time()
+        # What the first leader wrote is still there for the second: the hold (spec.active=false and its
+        # annotations) unless the op is already over and the victim released.
+        workload = self.rest.request("GET", f"{WORKLOADS}/{held[0].name}").body
+        annotations = workload.get("metadata", {}).get("annotations", {})
+        self.takeover = {
+            "victim": held[0].jobset,
+            "heldAfterTakeover": workload.get("spec", {}).get("active") is False,
+            "holdAnnotations": sorted(k for k in annotations if k.startswith(HOTSWAP_DOMAIN)),
+        }
+
     def _all_running_after(self, observer: Observer, fault_at: float) -> Callable[[], bool]:
         return lambda: hp_recovered(observer.look(), fault_at, self.expected[HP_NAME])
 
     def clean(self, timeout: float = 180) -> None:
         """No JobSet, Workload or pod left in the namespace, every node Ready: the next run starts afresh."""
-        for jobset in _list(self.rest, JOBSETS):
-            self.rest.request(
-                "DELETE", f"{JOBSETS}/{jobset['metadata']['name']}", {"propagationPolicy": "Background"}
-            )  # fmt: skip
+        for collection in (JOBSETS, JOBS):
+            for obj in _list(self.rest, collection):
+                self.rest.request(
+                    "DELETE", f"{collection}/{obj['metadata']['name']}", {"propagationPolicy": "Background"}
+                )  # fmt: skip
 
         def empty() -> bool:
-            return not (_list(self.rest, JOBSETS) or _list(self.rest, WORKLOADS) or _list(self.rest, PODS))
+            return not (
+                _list(self.rest, JOBSETS) or _list(self.rest, JOBS) or _list(self.rest, WORKLOADS)
+                or _list(self.rest, PODS)
+            )  # fmt: skip
 
         def left() -> str:
             return (

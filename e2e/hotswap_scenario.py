@@ -73,6 +73,46 @@ def scenario_platform(stack_config: JsonObj) -> JsonObj:
     return config
 
 
+BATCH_JOB = "lp-batch"
+BATCH_POOL = "tpu-4x4-0"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def batch_job(pool: str = BATCH_POOL) -> JsonObj:
+    """A plain TPU `batch/v1` Job queued in Kueue beside the JobSets: one 4x4 slice's four hosts, held on one node
+    pool by its own node selector (it has no JobSet exclusive placement)."""
+    template = scenario_jobsets()[0]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pod = copy.deepcopy(template["template"])
+    pod["spec"]["nodeSelector"] = {**pod["spec"]["nodeSelector"], NODEPOOL_LABEL: pool}
+    pod["spec"]["containers"][0]["env"] = []
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": BATCH_JOB,
+            "namespace": NAMESPACE,
+            "labels": {"kueue.x-k8s.io/queue-name": QUEUE, "kueue.x-k8s.io/priority-class": LOW},
+        },
+        "spec": {
+            "parallelism": template["parallelism"],
+            "completions": template["completions"],
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "podFailurePolicy": template["podFailurePolicy"],
+            "template": pod,
+        },
+    }
+
+
+def scenario_workloads(with_batch_job: bool = False) -> list[JsonObj]:
+    """The scenario's JobSets; with `with_batch_job`, a plain batch/v1 Job takes lp-1's place (and goes first, so
+    its node selector finds its pool free)."""
+    jobsets = scenario_jobsets()
+    if not with_batch_job:
+        return jobsets
+    return [batch_job(), *(j for j in jobsets if j["metadata"]["name"] != "lp-1")]
+
+
 def scenario_jobsets() -> list[JsonObj]:
     """GKE's example, with the package's template: two 1-slice low-priority JobSets and a single-host one fill the
     fleet beside the 2-slice high-priority JobSet, so a fault leaves no spare 4x4 slice. Low-priority first."""
@@ -88,6 +128,8 @@ def scenario_jobsets() -> list[JsonObj]:
 
 
 def expected_pods(jobset: JsonObj) -> int:
+    if jobset["kind"] == "Job":
+        return int(jobset["spec"]["parallelism"])
     return sum(int(r["replicas"]) * int(r["template"]["spec"]["parallelism"]) for r in jobset["spec"]["replicatedJobs"])
 
 
@@ -119,7 +161,7 @@ class WorkloadView:
 
 @dataclass(frozen=True)
 class Sample:
-    """One look at the namespace: every pod, Workload and JobSet of the scenario."""
+    """One look at the namespace: every pod, Workload and JobSet (or plain Job) of the scenario."""
 
     at: float
     pods: tuple[PodView, ...]
@@ -149,7 +191,7 @@ def _true(obj: JsonObj, kind: str) -> bool:
 
 def workload_view(obj: JsonObj) -> WorkloadView:
     owners = obj["metadata"].get("ownerReferences", [])
-    jobset = next((o["name"] for o in owners if o.get("kind") == "JobSet"), "")
+    jobset = next((o["name"] for o in owners if o.get("kind") in ("JobSet", "Job")), "")
     evicted = _condition(obj, "Evicted")
     return WorkloadView(
         name=obj["metadata"]["name"],
@@ -165,9 +207,11 @@ def workload_view(obj: JsonObj) -> WorkloadView:
 
 def pod_view(obj: JsonObj, created: float, pools: dict[str, str]) -> PodView:
     node = obj.get("spec", {}).get("nodeName", "")
+    labels = obj["metadata"].get("labels", {})
     return PodView(
         name=obj["metadata"]["name"],
-        jobset=obj["metadata"].get("labels", {}).get(JOBSET_NAME_LABEL, ""),
+        # A JobSet's pods carry its name; a plain Job's only the Job's (a JobSet's pods carry their child Job's too).
+        jobset=labels.get(JOBSET_NAME_LABEL) or labels.get(JOB_NAME_LABEL, ""),
         node=node,
         pool=pools.get(node, ""),
         phase=obj.get("status", {}).get("phase", ""),

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from e2e.hotswap_scenario import (
+    BATCH_JOB,
+    BATCH_POOL,
     HP_NAME,
     Fault,
     Mode,
@@ -26,6 +28,7 @@ from e2e.hotswap_scenario import (
     requeued_victims,
     scenario_jobsets,
     scenario_platform,
+    scenario_workloads,
     trace,
     workload_view,
 )
@@ -186,3 +189,26 @@ def test_the_trace_keeps_only_changes() -> None:
 @pytest.mark.parametrize("fault", list(Fault))
 def test_every_fault_has_a_name_for_the_report(fault: Fault) -> None:
     assert fault.value == fault.value.lower() and " " not in fault.value
+
+
+def test_the_batch_job_variant_puts_a_plain_job_on_one_pool_first() -> None:
+    objects = scenario_workloads(with_batch_job=True)
+    assert [o["metadata"]["name"] for o in objects] == [BATCH_JOB, "lp-0", "lp-host", HP_NAME]
+    job = objects[0]
+    assert (job["apiVersion"], job["kind"], expected_pods(job)) == ("batch/v1", "Job", 4)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["cloud.google.com/gke-nodepool"] == BATCH_POOL
+    assert pod["containers"][0]["resources"]["limits"] == {"google.com/tpu": "4"}
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    # A plain Job's pods are counted under the Job; a JobSet's under the JobSet, not its child Job.
+    plain = {"metadata": {"name": "p", "labels": {"batch.kubernetes.io/job-name": BATCH_JOB}}, "spec": {}}
+    child = {
+        "metadata": {
+            "name": "q",
+            "labels": {"batch.kubernetes.io/job-name": "hp-slice-0", "jobset.sigs.k8s.io/jobset-name": "hp"},
+        },
+        "spec": {},
+    }
+    assert pod_view(plain, 0.0, {}).jobset == BATCH_JOB
+    assert pod_view(child, 0.0, {}).jobset == "hp"
+    assert scenario_workloads() == scenario_jobsets()

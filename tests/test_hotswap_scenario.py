@@ -3,6 +3,7 @@ timeline of observations becomes the report's figures."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from e2e.hotswap_scenario import (
     evicted_victims,
     expected_pods,
     lost_workloads,
+    main,
+    markdown_table,
     milestones,
     outcome,
     partial_evictions,
@@ -212,3 +215,13 @@ def test_the_batch_job_variant_puts_a_plain_job_on_one_pool_first() -> None:
     assert pod_view(plain, 0.0, {}).jobset == BATCH_JOB
     assert pod_view(child, 0.0, {}).jobset == "hp"
     assert scenario_workloads() == scenario_jobsets()
+
+
+def test_the_report_runs_make_the_side_by_side_table(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
+    run = outcome(Mode.OFF, Fault.SPOT_PREEMPTION, "a-1", _hotswap_run(), 100.0, 160.0, EXPECTED, {}).as_report()
+    table = markdown_table([run])
+    assert table.splitlines()[-1] == "| off | spot-preemption | 12.0 | yes | 1 / 1 / 1 | 0 | 0 | no |"
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"hotswap": {"runs": [run]}}))
+    assert main([str(path)]) == 0
+    assert capsys.readouterr().out.strip() == table

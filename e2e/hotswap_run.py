@@ -102,7 +102,8 @@ class Observer:
         )
         workloads = tuple(workload_view(w) for w in _list(self.rest, WORKLOADS))
         # The JobSets, and the plain Jobs no JobSet owns.
-        jobsets = _list(self.rest, JOBSETS) + [
+        only_jobsets = _list(self.rest, JOBSETS)
+        jobsets = only_jobsets + [
             j for j in _list(self.rest, JOBS) if not j["metadata"].get("labels", {}).get(JOBSET_NAME_LABEL)
         ]
         failed = tuple(
@@ -110,7 +111,16 @@ class Observer:
             for j in jobsets
             if any(c["type"] == "Failed" and c["status"] == "True" for c in j.get("status", {}).get("conditions", []))
         )
-        return Sample(at, pods, workloads, tuple(j["metadata"]["name"] for j in jobsets), failed)
+        restarts = tuple(
+            (
+                j["metadata"]["name"],
+                int(j["status"].get("restarts", 0)),
+                int(j["status"].get("restartsCountTowardsMax", 0)),
+            )
+            for j in only_jobsets
+            if "status" in j
+        )
+        return Sample(at, pods, workloads, tuple(j["metadata"]["name"] for j in jobsets), failed, restarts)
 
     def start(self) -> None:
         self._thread.start()

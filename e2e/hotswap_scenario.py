@@ -171,6 +171,9 @@ class Sample:
     workloads: tuple[WorkloadView, ...]
     jobsets: tuple[str, ...]
     failed_jobsets: tuple[str, ...] = ()
+    restarts: tuple[tuple[str, int, int], ...] = ()
+    """Per JobSet: `status.restarts` and `status.restartsCountTowardsMax` (restarts its failure policy's
+    infrastructure rule did not count against `maxRestarts` are in the first only)."""
 
     def pods_of(self, jobset: str) -> list[PodView]:
         return [p for p in self.pods if p.jobset == jobset]
@@ -244,6 +247,7 @@ class Outcome:
     hp_pools_after: list[str] = field(default_factory=list)
     timeline: dict[str, float] = field(default_factory=dict)
     pod_start_seconds: list[float] = field(default_factory=list)
+    hp_restarts: tuple[int, int] = (0, 0)
     restarted_onto_failed_slice: bool = False
     """The high-priority JobSet's new attempt had pods bound to the failed slice's surviving hosts before the
     repair: kube-scheduler and JobSet's exclusive placement know nothing of slice health, so a restarted Job's
@@ -265,6 +269,7 @@ class Outcome:
             "victims": sorted(self.victims_evicted),
             "highPriorityPoolsAfter": self.hp_pools_after,
             "restartedOntoFailedSlice": self.restarted_onto_failed_slice,
+            "highPriorityRestarts": {"restarts": self.hp_restarts[0], "countTowardsMax": self.hp_restarts[1]},
             "timelineSeconds": {k: round(v, 1) for k, v in sorted(self.timeline.items(), key=lambda kv: kv[1])},
             "podCreateToRunningSeconds": _spread(self.pod_start_seconds),
         }
@@ -469,6 +474,7 @@ def outcome(
         timeline=marks,
         pod_start_seconds=pod_start_seconds(samples),
         restarted_onto_failed_slice=restarted_onto(samples, fault_at, repair_at, failed_pool),
+        hp_restarts=next(((r, c) for name, r, c in final.restarts if name == HP_NAME), (0, 0)),
     )
 
 

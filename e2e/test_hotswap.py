@@ -65,6 +65,13 @@ def _record(scenario: Scenario, mode: Mode, fault: Fault, kill_leader_at_hold: b
     return result
 
 
+def _restarted_outside_the_budget(result: JsonObj) -> None:
+    """The fault's pods carried DisruptionTarget, so the Job's pod failure policy failed the Job with reason
+    PodFailurePolicy and the JobSet's infrastructure rule restarted it without spending `maxRestarts`."""
+    restarts = result["highPriorityRestarts"]
+    assert restarts["restarts"] >= 1 and restarts["countTowardsMax"] == 0, result
+
+
 def _recovered_on_healthy_slices(result: JsonObj) -> None:
     failed_pool = result["failedNode"].rsplit("-", 1)[0]
     assert result["recoveredBeforeRepair"], result
@@ -80,6 +87,7 @@ def _recovered_on_healthy_slices(result: JsonObj) -> None:
 @pytest.mark.parametrize("fault", ON_FAULTS, ids=str)
 def test_the_reconciler_moves_the_jobset_to_healthy_slices_before_the_repair(scenario: Scenario, fault: Fault) -> None:
     result = _record(scenario, Mode.RECONCILER, fault)
+    _restarted_outside_the_budget(result)
     if fault is Fault.HOST_FAILURE_SLICE_REPAIR or not result["restartedOntoFailedSlice"]:
         # The restarted JobSet took the freed slice and its own healthy one: running again before the repair.
         _recovered_on_healthy_slices(result)
@@ -104,6 +112,7 @@ def test_the_reconciler_moves_the_jobset_to_healthy_slices_before_the_repair(sce
 @pytest.mark.parametrize("fault", OFF_FAULTS, ids=str)
 def test_without_the_reconciler_the_jobset_waits_for_the_repair(scenario: Scenario, fault: Fault) -> None:
     result = _record(scenario, Mode.OFF, fault)
+    _restarted_outside_the_budget(result)
     assert not result["recoveredBeforeRepair"], result
     assert result["recoverySeconds"] is not None and result["recoverySeconds"] >= result["repairAfterSeconds"]
     assert result["victimsEvicted"] == 0, result

@@ -25,7 +25,7 @@ from e2e.apply import apply_all
 from e2e.charts import chart_objects
 from e2e.cluster import LocalCluster
 from e2e.controllers import SERVING_CERTS, LocalManager, manager_spec
-from e2e.kubectl import Kubectl
+from e2e.kubectl import Kubectl, KubectlError
 from e2e.rest import RestClient
 from tests.conftest import stack_run
 from tools import upstream
@@ -116,10 +116,24 @@ def crds(target: Target) -> list[str]:
     kubectl = target.kubectl
     for path in files:
         kubectl.run("apply", "--server-side", "--field-manager=gke-tpu-priority-e2e", "-f", str(path))
-    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    _wait_established(kubectl)
     names = [kubectl.json("get", "-f", str(path))["metadata"]["name"] for path in files]
     report.section("crds").update({"installed": names})
     return names
+
+
+def _wait_established(kubectl: Kubectl, timeout: float = 60) -> None:
+    """`kubectl wait` refuses a CRD the server has not given any status condition yet (".status.conditions
+    accessor error: <nil>"), which happens right after the apply on a busy machine: ask again until it waits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kubectl.run("wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", "crd", "--all")
+            return
+        except KubectlError as err:
+            if "accessor error" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 # Kinds whose CRDs GKE itself installs (Managed Service for Prometheus); the local cluster has no source for them

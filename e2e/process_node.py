@@ -11,10 +11,12 @@ kubelet would. Pods nothing backs (none in the stacks the suite runs) are report
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -54,6 +56,7 @@ class Backer(Protocol):
 
 
 def _owner_deployment(kubectl: Kubectl, pod: JsonObj) -> str | None:
+    """The Deployment behind a pod, through its ReplicaSet (read once per pod: owners never change)."""
     namespace = pod["metadata"]["namespace"]
     for ref in pod["metadata"].get("ownerReferences", []):
         if ref["kind"] == "ReplicaSet":
@@ -154,11 +157,15 @@ class ReconcilerBacker:
     namespace: str
     deployment: str = "hotswap-reconciler"
     processes: dict[str, tuple[Process, int]] = field(default_factory=dict)
+    _owners: dict[str, str | None] = field(default_factory=dict)
 
     def matches(self, pod: JsonObj) -> bool:
         if pod["metadata"]["namespace"] != self.namespace:
             return False
-        return _owner_deployment(self.cluster.kubectl(), pod) == self.deployment
+        uid = pod["metadata"]["uid"]
+        if uid not in self._owners:
+            self._owners[uid] = _owner_deployment(self.cluster.kubectl(), pod)
+        return self._owners[uid] == self.deployment
 
     def _launch(self, pod: JsonObj) -> tuple[Process, int]:
         kubectl = self.cluster.kubectl()
@@ -214,6 +221,7 @@ class ProcessBackedNode:
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _ips: dict[str, str] = field(default_factory=dict)
+    _next_ip: Iterator[int] = field(default_factory=lambda: itertools.count(2))
     _first_seen: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -311,7 +319,10 @@ class ProcessBackedNode:
         was_ready = any(c["type"] == "Ready" and c["status"] == "True" for c in current.get("conditions", []))
         if current.get("phase") == "Running" and was_ready == ready:
             return
-        ip = self._ips.setdefault(key, f"10.244.250.{len(self._ips) + 2}")
+        if key not in self._ips:  # unique for the run (a pod network's addresses, never reached)
+            n = next(self._next_ip)
+            self._ips[key] = f"10.244.{250 + n // 250}.{n % 250 + 2}"
+        ip = self._ips[key]
         now = _now()
         flag = "True" if ready else "False"
         containers = [

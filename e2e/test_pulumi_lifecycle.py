@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from components.config.priorities import default_tiers as package_default_tiers
 from components.tpu_shapes import ACCELERATOR, ACCELERATOR_LABEL, TOPOLOGY_LABEL
 from e2e import report, toolchain
 from e2e.cluster import LocalCluster
@@ -89,9 +90,7 @@ def quotas(chips_4x4: int, chips_2x2: int) -> list[JsonObj]:
 
 
 def default_tiers() -> list[JsonObj]:
-    from components.config.priorities import default_tiers as tiers
-
-    return [t.model_dump(by_alias=True, exclude_none=True) for t in tiers()]
+    return [t.model_dump(by_alias=True, exclude_none=True) for t in package_default_tiers()]
 
 
 @dataclass

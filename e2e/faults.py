@@ -52,13 +52,14 @@ def release_from_kwok(rest: RestClient, node: str) -> None:
     _check(rest.request("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE), f"take {node} from kwok")
 
 
-def mark_not_ready(rest: RestClient, node: str, reason: str, message: str) -> None:
+def mark_not_ready(rest: RestClient, node: str, reason: str, message: str, status: str = "False") -> None:
     """Ready=False now, rather than after node-monitor-grace-period (50 s) of silence: the node lifecycle controller
-    then taints it `node.kubernetes.io/not-ready` (NoSchedule and NoExecute) at once."""
+    then taints it `node.kubernetes.io/not-ready` (NoSchedule and NoExecute) at once; with `status` Unknown, as it
+    marks a node whose kubelet stopped posting, `node.kubernetes.io/unreachable`."""
     now = _now()
     condition = {
         "type": "Ready",
-        "status": "False",
+        "status": status,
         "reason": reason,
         "message": message,
         "lastHeartbeatTime": now,
@@ -124,6 +125,11 @@ def inject(rest: RestClient, fault: Fault, node: str) -> None:
         terminate_pods(rest, node, NODE_SHUTDOWN_REASON, "e2e: Spot VM reclaimed; node is shutting down")
         release_from_kwok(rest, node)
         mark_not_ready(rest, node, "KubeletNotReady", "e2e: Spot VM stopped")
+    elif fault is Fault.UNREACHABLE:
+        # The zombie path: nobody reports the pods dead, so they stay Running in the API until the taint manager
+        # evicts them (300 s of default toleration) and then Terminating while the node stays unreachable.
+        release_from_kwok(rest, node)
+        mark_not_ready(rest, node, "NodeStatusUnknown", "Kubelet stopped posting node status.", status="Unknown")
     elif fault is Fault.NODE_DELETION:
         release_from_kwok(rest, node)
         response = rest.request("DELETE", f"/api/v1/nodes/{node}")

@@ -61,6 +61,7 @@ REPAIR_AFTER_SECONDS = 90.0
 # not flap, and two minutes of waiting per run would not fit CI's budget.
 RECONCILER_OVERRIDES = {"HOTSWAP_RECOVERY_STABILIZATION": "10s"}
 SAMPLE_PERIOD = 0.5
+QUARANTINE_TAINT = f"{HOTSWAP_DOMAIN}/unhealthy-slice"
 
 
 def _timestamp(text: str) -> float:
@@ -194,6 +195,7 @@ class Scenario:
         with_batch_job: bool = False,
     ) -> None:
         self.cluster, self.rest, self.kubectl, self.objects = cluster, rest, kubectl, objects
+        self.with_batch_job = with_batch_job
         self.jobsets = scenario_workloads(with_batch_job)
         self.expected = {j["metadata"]["name"]: expected_pods(j) for j in self.jobsets}
         self.events: list[JsonObj] = []
@@ -247,6 +249,8 @@ class Scenario:
         """One fault in one mode. `kill_leader_at_hold`: two reconciler replicas; the leader is killed (SIGKILL)
         as soon as it has held a victim, mid-eviction, and the standby must take the Lease and finish the job
         from what the first one wrote on the Workloads."""
+        # Only the unreachable fault's JobSet opts in to fast-fail: nothing else would end its pods.
+        self.jobsets = scenario_workloads(self.with_batch_job, fast_fail=fault is Fault.UNREACHABLE)
         observer = Observer(self.rest, self.pools())
         state = self._state(observer)
         names = [f"{mode.value}-{fault.value}"] + (
@@ -257,7 +261,7 @@ class Scenario:
         timeline: dict[str, float] = {}
         broken: str | None = None  # a failed node not yet repaired, for the clean-up
         try:
-            if mode is Mode.RECONCILER:
+            if mode is not Mode.OFF:
                 lease = replicas[0].lease
                 replicas[0].start()
                 wait_until(
@@ -279,6 +283,7 @@ class Scenario:
             wait_until("the high-priority JobSet to run", self._all_running(observer, [HP_NAME]), 180, state)
             hp_pods = sorted(observer.look().running(HP_NAME), key=lambda p: (p.pool, p.node))
             failed_node = hp_pods[1].node  # the second host of the first of its slices
+            failed_pool = self.pools().get(failed_node, "")
             observer.start()
             time.sleep(2 * SAMPLE_PERIOD)
             fault_at = time.time()
@@ -292,6 +297,8 @@ class Scenario:
             while time.time() < repair_at:
                 if "highPriorityRunning" not in timeline and recovered():
                     timeline["highPriorityRunning"] = time.time()
+                if "sliceQuarantined" not in timeline and self._quarantined(failed_pool):
+                    timeline["sliceQuarantined"] = time.time()
                 time.sleep(SAMPLE_PERIOD)
             faults.repair(self.rest, fault, failed_node)
             broken = None
@@ -305,6 +312,12 @@ class Scenario:
                 240, state,
             )  # fmt: skip
             timeline["allRunning"] = time.time()
+            if "sliceQuarantined" in timeline:
+                wait_until(
+                    "the quarantine taint to be lifted", lambda: not self.quarantined_nodes(), 60,
+                    lambda: f"still tainted: {self.quarantined_nodes()}",
+                )  # fmt: skip
+                timeline["quarantineLifted"] = time.time()
             time.sleep(2)
             observer.stop()
             self.events = _list(self.rest, EVENTS)
@@ -318,7 +331,33 @@ class Scenario:
             trace_path.write_text("".join(json.dumps(line) + "\n" for line in trace(observer.samples, origin)))
             if broken is not None:
                 faults.repair(self.rest, fault, broken)
+            self._lift_quarantine()
             self.clean()
+
+    def quarantined_nodes(self) -> list[str]:
+        """Nodes carrying the reconciler's quarantine taint."""
+        return sorted(
+            n["metadata"]["name"]
+            for n in _list(self.rest, "/api/v1/nodes")
+            if any(t.get("key") == QUARANTINE_TAINT for t in n.get("spec", {}).get("taints", []))
+        )
+
+    def _quarantined(self, pool: str) -> bool:
+        """Every present host of `pool` carries the quarantine taint."""
+        members = [name for name, p in self.pools().items() if p == pool]
+        tainted = set(self.quarantined_nodes())
+        return bool(members) and all(name in tainted for name in members)
+
+    def _lift_quarantine(self) -> None:
+        """A run that failed half-way may leave the taint behind; the next run must start on schedulable nodes."""
+        for node in _list(self.rest, "/api/v1/nodes"):
+            taints = node.get("spec", {}).get("taints", [])
+            if any(t.get("key") == QUARANTINE_TAINT for t in taints):
+                kept = [t for t in taints if t.get("key") != QUARANTINE_TAINT]
+                patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": kept}}
+                self.rest.request(
+                    "PATCH", f"/api/v1/nodes/{node['metadata']['name']}", patch, content_type=faults.MERGE
+                )  # fmt: skip
 
     def holder(self, lease: tuple[str, str]) -> str | None:
         response = self.rest.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{lease[0]}/leases/{lease[1]}")

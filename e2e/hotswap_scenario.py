@@ -39,6 +39,10 @@ class Fault(StrEnum):
     HOST_FAILURE = "host-failure"
     """The node goes NotReady (its kubelet stops reporting) and its pods are terminated with a DisruptionTarget
     condition, as GKE does on a TPU host failure; repaired in place."""
+    UNREACHABLE = "unreachable"
+    """The node's kubelet stops posting (Ready=Unknown, the unreachable taints) and nothing fails its pods: they
+    stay Running in the API. Only the reconciler's opt-in fast-fail ends them (the JobSet is annotated for it);
+    repaired in place."""
     NODE_DELETION = "node-deletion"
     """The Node object is deleted (the VM is gone); kube-controller-manager's pod garbage collector fails and
     deletes its pods; repaired by creating the node again."""
@@ -58,21 +62,32 @@ class Mode(StrEnum):
     """The hotswap reconciler runs (the stack's `hotswap.mode: reconciler`)."""
     OFF = "off"
     """Nothing but Kueue, JobSet and kube-scheduler: the JobSet waits for the repair."""
+    SCHEDULER_ASSISTED = "scheduler-assisted"
+    """GKE's documented pattern beside ours (the stack's `hotswap.mode: scheduler-assisted`): TPU tiers preempt
+    lower ones through kube-scheduler, pod by pod, and the reconciler completes each eviction through Kueue."""
 
 
 # The 4x4 pool of the dev stack, resized to the fake fleet's four 4x4 slices (e2e/nodes.py default_fleet), so
 # the ClusterQueue's quota is the fleet's capacity, as a real stack's is.
 FLEET_4X4_SLICES = 4
+FAST_FAIL_AFTER = "10s"
 
 
-def scenario_platform(stack_config: JsonObj) -> JsonObj:
-    """The dev stack's configuration with its 4x4 pool resized to the fake fleet; everything else as it is."""
+def scenario_platform(stack_config: JsonObj, mode: Mode = Mode.RECONCILER) -> JsonObj:
+    """The dev stack's configuration with its 4x4 pool resized to the fake fleet; everything else as it is, but
+    `hotswap.mode` for the scheduler-assisted run."""
     config = copy.deepcopy(stack_config)
     platform = config["gke-tpu-priority:platform"]
+    if mode is Mode.SCHEDULER_ASSISTED:
+        platform.setdefault("hotswap", {})["mode"] = Mode.SCHEDULER_ASSISTED.value
     pools = [p for p in platform["tpuPools"] if p["topology"] == "4x4"]
     if len(pools) != 1:
         raise ValueError(f"stack {STACK} must have exactly one 4x4 pool for the scenario, has {len(pools)}")
     pools[0]["slices"] = FLEET_4X4_SLICES
+    # Fast-fail acts only on JobSets annotated for it (the unreachable fault's); on, with its shortest delay, so the
+    # stack grants its RBAC and the unreachable run fits before the repair.
+    settings = platform.setdefault("hotswap", {}).setdefault("settings", {})
+    settings["fastFail"] = {"enabled": True, "after": FAST_FAIL_AFTER}
     return config
 
 
@@ -107,16 +122,16 @@ def batch_job(pool: str = BATCH_POOL) -> JsonObj:
     }
 
 
-def scenario_workloads(with_batch_job: bool = False) -> list[JsonObj]:
+def scenario_workloads(with_batch_job: bool = False, fast_fail: bool = False) -> list[JsonObj]:
     """The scenario's JobSets; with `with_batch_job`, a plain batch/v1 Job takes lp-1's place (and goes first, so
-    its node selector finds its pool free)."""
-    jobsets = scenario_jobsets()
+    its node selector finds its pool free); with `fast_fail`, the high-priority JobSet opts in to fast-fail."""
+    jobsets = scenario_jobsets(fast_fail)
     if not with_batch_job:
         return jobsets
     return [batch_job(), *(j for j in jobsets if j["metadata"]["name"] != "lp-1")]
 
 
-def scenario_jobsets() -> list[JsonObj]:
+def scenario_jobsets(fast_fail: bool = False) -> list[JsonObj]:
     """GKE's example, with the package's template: two 1-slice low-priority JobSets and a single-host one fill the
     fleet beside the 2-slice high-priority JobSet, so a fault leaves no spare 4x4 slice. Low-priority first."""
     specs = [
@@ -124,7 +139,14 @@ def scenario_jobsets() -> list[JsonObj]:
         TpuJobSetSpec(name="lp-1", namespace=NAMESPACE, queue=QUEUE, priority=LOW, topology="4x4", image=IMAGE),
         TpuJobSetSpec(name="lp-host", namespace=NAMESPACE, queue=QUEUE, priority=LOW, topology="2x2", image=IMAGE),
         TpuJobSetSpec(
-            name=HP_NAME, namespace=NAMESPACE, queue=QUEUE, priority=HIGH, topology="4x4", slices=HP_SLICES, image=IMAGE
+            name=HP_NAME,
+            namespace=NAMESPACE,
+            queue=QUEUE,
+            priority=HIGH,
+            topology="4x4",
+            slices=HP_SLICES,
+            image=IMAGE,
+            fast_fail=fast_fail,
         ),
     ]
     return [tpu_jobset(spec) for spec in specs]

@@ -75,6 +75,16 @@ class AnnotationKeys:
         can only bound the loss by how long the current attempt has been running."""
         return f"{self.domain}/last-checkpoint"
 
+    # -- on the nodes of an Unhealthy slice (a taint key, not an annotation)
+    @property
+    def quarantine_taint(self) -> str:
+        """NoSchedule taint the reconciler puts on every host of a Suspect or Unhealthy slice while it stays so.
+
+        A multi-host slice runs nothing while one host is down, yet kube-scheduler sees its surviving hosts as
+        free and places a restarted JobSet there (found on real controllers, issue 33): the taint keeps new
+        pods on slices that can run them. Never a health signal itself (the planner tolerates it)."""
+        return f"{self.domain}/unhealthy-slice"
+
     def victim_hold_keys(self) -> tuple[str, ...]:
         """Keys removed on release (hold-count and hold-history stay: they carry rate-limit history)."""
         return (self.held_by, self.op_id, self.held_since)

@@ -199,11 +199,17 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
         await api.close()
     log.info(
         "release-all finished",
-        extra={"released": report.released, "cleared_ops": report.cleared_ops, "failed": report.failed},
+        extra={
+            "released": report.released,
+            "cleared_ops": report.cleared_ops,
+            "untainted": report.untainted,
+            "failed": report.failed,
+        },
     )
     verb = "would release" if config.dry_run else "released"
     print(
-        f"{verb} {len(report.released)} held Workload(s), cleared {len(report.cleared_ops)} open operation(s)"
+        f"{verb} {len(report.released)} held Workload(s), cleared {len(report.cleared_ops)} open operation(s), "
+        f"{'would remove' if config.dry_run else 'removed'} the quarantine taint from {len(report.untainted)} node(s)"
         + (f"; FAILED {len(report.failed)}: {', '.join(report.failed)} (run it again)" if report.failed else "")
     )
     return 0 if report.ok else RELEASE_INCOMPLETE

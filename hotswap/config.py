@@ -251,6 +251,13 @@ class HotswapConfig(BaseModel):
         description="NoSchedule/NoExecute taint keys that workloads tolerate, so they do not make a slice "
         "Unhealthy (GKE puts `google.com/tpu` on every TPU node).",
     )
+    quarantine_unhealthy_slices: bool = Field(
+        default=True,
+        description="Taint every host of a Suspect or Unhealthy slice `<domain>/unhealthy-slice:NoSchedule` while "
+        "it is so, and remove the taint once the slice is back (needs `patch` on nodes). Without it "
+        "kube-scheduler places a restarted JobSet on the failed slice's surviving hosts, where it waits for the "
+        "repair although a healthy slice was freed for it.",
+    )
     fence_holds_per_slice: int = Field(
         default=2,
         ge=0,

@@ -371,7 +371,7 @@ class Controller:
                 "reconcile pass",
                 extra={
                     "pass": self._passes,
-                    "writes": len(plan.actions),
+                    "writes": plan.writes,
                     "events": len(plan.events),
                     "dry_run": self.dry_run,
                     "results": sorted(o.result.value for o in outcomes),
@@ -430,7 +430,7 @@ class Controller:
         if self.dry_run:
             return
         workloads = {w.uid: w for w in snapshot.workloads}
-        failed_ops = {o.action.op_id for o in outcomes if not o.ok}
+        failed_ops = {o.action.op_id for o in outcomes if not o.ok and o.action.op_id}
         for outcome in outcomes:
             action = outcome.action
             if outcome.result is not Result.APPLIED:
@@ -467,6 +467,7 @@ class Controller:
                 self.recovery.finish(decision.op_id)
         self.metrics.held_workloads.set(plan.diagnostics.held_workloads)
         self.metrics.starved_preemptors.set(plan.diagnostics.starved_preemptors)
+        self.metrics.quarantined_nodes.set(plan.diagnostics.nodes_quarantined)
 
 
 def vars_of(obj: object) -> dict[str, object]:

@@ -47,6 +47,11 @@ class Metrics:
             registry=r,
         )
         self.held_workloads = Gauge("hotswap_held_workloads", "Workloads currently held by the reconciler.", registry=r)
+        self.quarantined_nodes = Gauge(
+            "hotswap_quarantined_nodes",
+            "Nodes of Suspect or Unhealthy slices carrying the reconciler's NoSchedule quarantine taint.",
+            registry=r,
+        )
         self.starved_preemptors = Gauge(
             "hotswap_starved_preemptors",
             "Admitted JobSets whose pods waited for a node past starvationGrace without free slices to bind on.",

@@ -12,6 +12,7 @@ from e2e.hotswap_scenario import (
     BATCH_JOB,
     BATCH_POOL,
     HP_NAME,
+    STACK,
     Fault,
     Mode,
     PodView,
@@ -192,6 +193,18 @@ def test_the_trace_keeps_only_changes() -> None:
 @pytest.mark.parametrize("fault", list(Fault))
 def test_every_fault_has_a_name_for_the_report(fault: Fault) -> None:
     assert fault.value == fault.value.lower() and " " not in fault.value
+
+
+def test_the_stack_enables_fast_fail_but_only_the_unreachable_run_opts_in() -> None:
+    config = scenario_platform(load_stack_config(STACK))
+    settings = config["gke-tpu-priority:platform"]["hotswap"]["settings"]
+    assert settings["fastFail"] == {"enabled": True, "after": "10s"}
+    annotation = "hotswap.gke-tpu-priority.io/fast-fail"
+    plain = {j["metadata"]["name"]: j for j in scenario_workloads()}
+    opted = {j["metadata"]["name"]: j for j in scenario_workloads(fast_fail=True)}
+    assert all(annotation not in j["metadata"].get("annotations", {}) for j in plain.values())
+    assert opted[HP_NAME]["metadata"]["annotations"][annotation] == "true"
+    assert [n for n, j in opted.items() if annotation in j["metadata"].get("annotations", {})] == [HP_NAME]
 
 
 def test_the_batch_job_variant_puts_a_plain_job_on_one_pool_first() -> None:

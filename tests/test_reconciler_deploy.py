@@ -73,8 +73,9 @@ def test_rbac_is_least_privilege(stack: str) -> None:
             mutating = set(rule["verbs"]) - {"get", "list", "watch"}
             if mutating:
                 writes.setdefault(resource, set()).update(mutating)
-    # Writes only Workloads (spec.active + annotations) and Events; never deletes anything by default.
-    assert writes == {"workloads": {"patch"}, "events": {"create"}}
+    # Writes only Workloads (spec.active + annotations), Events and the quarantine taint on nodes; never deletes
+    # anything by default.
+    assert writes == {"workloads": {"patch"}, "events": {"create"}, "nodes": {"patch"}}
     lease = find(stack, "Role", "hotswap-reconciler-leader-election")
     assert {r["resources"][0] for r in lease["rules"]} == {"leases"}
     assert find(stack, "ServiceAccount")["automountServiceAccountToken"] is False
@@ -85,8 +86,17 @@ def test_fast_fail_adds_exactly_pod_delete_and_status() -> None:
     rules = objects.cluster_role(cfg)["rules"]
     extra = [r for r in rules if r["apiGroups"] == [""] and set(r["verbs"]) & {"delete", "patch"}]
     assert extra == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+    ]
+
+
+def test_quarantine_off_drops_the_node_patch() -> None:
+    cfg = parse_platform_config(platform(hotswap={"settings": {"quarantineUnhealthySlices": False}}))
+    rules = objects.cluster_role(cfg)["rules"]
+    assert [r for r in rules if "nodes" in r["resources"]] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
     ]
 
 

@@ -10,6 +10,7 @@ from components.config import parse_platform_config
 from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.reconciler import monitoring, objects
 from components.reconciler.image import build_image
+from components.reconciler.node_guard import node_guard_binding, node_guard_policy
 from components.reconciler.state_guard import state_guard_binding, state_guard_policy
 from components.schema_types import PlatformConfig as PlatformSettings
 
@@ -73,6 +74,10 @@ class HotswapReconciler(pulumi.ComponentResource):
         # Only the reconciler writes its state on Workloads (who wrote it decides, not what it says).
         guard = declare("state-guard", state_guard_policy(config))
         declare("state-guard-binding", state_guard_binding(config), guard)
+        if objects.quarantine_enabled(config):
+            # `patch nodes` narrowed to the reconciler's own quarantine taint (RBAC cannot name fields).
+            node_guard = declare("node-guard", node_guard_policy(config))
+            declare("node-guard-binding", node_guard_binding(config), node_guard)
         if monitoring.monitoring_enabled(config):
             declare("podmonitoring", monitoring.pod_monitoring(config), ns)
             declare("rules", monitoring.alert_rules(config), ns)

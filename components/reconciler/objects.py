@@ -63,6 +63,11 @@ def fast_fail_enabled(config: PlatformConfig) -> bool:
     return bool(fast_fail.get("enabled", False))
 
 
+def quarantine_enabled(config: PlatformConfig) -> bool:
+    """The reconciler's `quarantineUnhealthySlices` setting (on unless turned off)."""
+    return bool(config.hotswap.settings.get("quarantineUnhealthySlices", True))
+
+
 def namespace(config: PlatformConfig) -> dict[str, Any]:
     labels = {
         **LABELS,
@@ -101,6 +106,10 @@ def cluster_role(config: PlatformConfig) -> dict[str, Any]:
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     ]
+    if quarantine_enabled(config):
+        # The quarantine taint on an Unhealthy slice's hosts (hotswap/planner/quarantine.py): merge patches of
+        # spec.taints conditional on resourceVersion, changing only its own taint.
+        rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
     if fast_fail_enabled(config):
         # Opt-in fast-fail of a preemptor's pods stuck on unreachable nodes (research B.6.3).
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})

@@ -10,7 +10,9 @@ Each action is exactly one conditional write (plus, for opt-in fast-fail, a dele
   fresh object (still the same uid, not held by another op, not being evicted by Kueue, an op record still the
   one the planner saw, not already done...), and the write is
   retried a bounded number of times; otherwise it is dropped and the next pass re-plans;
-* writes go through a token bucket, and each is fenced by a leadership check right before it is sent.
+* writes go through a token bucket, and each is fenced by a leadership check right before it is sent;
+* a node's quarantine taint is one merge patch of ``spec.taints`` (the list read, with only ours added or
+  removed) conditional on the node's resourceVersion, re-read on a conflict.
 
 The actuator never deletes Workloads or JobSets, never touches a JobSet's ``spec.suspend`` and never
 writes Kueue-owned status. Pod status and deletion are used only for opt-in fast-fail (B.6.3).
@@ -39,7 +41,6 @@ from hotswap.kube.ratelimit import TokenBucket
 from hotswap.kube.resources import MERGE_PATCH, WORKLOADS, merge_patch
 from hotswap.metrics import Metrics
 from hotswap.planner.actions import (
-    Action,
     ClearOp,
     EventReason,
     FastFailPod,
@@ -48,12 +49,18 @@ from hotswap.planner.actions import (
     Plan,
     RecordOp,
     ReleaseVictim,
+    TaintNode,
+    Write,
 )
 
 JsonObj = dict[str, Any]
 
 log = logging.getLogger(__name__)
 
+NODE_WRITES_PER_SECOND = 50.0
+NODE_WRITE_BURST = 128
+"""The quarantine taints' own token bucket: a slice has up to 64 hosts and its taints go out before the pass's
+holds, so sharing `writesPerSecond` (5/s) would delay the holds by seconds; one patch per host is light."""
 MIN_WRITE_TIMEOUT = 0.5
 """Less time than this left on the lease: the write is not sent at all (it could not complete in time)."""
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -78,7 +85,7 @@ class Result(StrEnum):
 
 @dataclass(frozen=True)
 class Outcome:
-    action: Action
+    action: Write
     result: Result
     detail: str = ""
 
@@ -101,13 +108,14 @@ class _Abandon:
 Check = Callable[[JsonObj], "JsonObj | _Done | _Abandon"]
 
 
-def action_name(action: Action) -> str:
+def action_name(action: Write) -> str:
     return {
         HoldVictim: "hold",
         ReleaseVictim: "release",
         RecordOp: "record_op",
         ClearOp: "clear_op",
         FastFailPod: "fast_fail",
+        TaintNode: "taint_node",
     }[type(action)]
 
 
@@ -226,6 +234,19 @@ class WorkloadChecks:
         return body, check
 
 
+def quarantine_taints(taints: list[JsonObj], key: str, present: bool) -> list[JsonObj] | None:
+    """`spec.taints` with the quarantine taint `key` (NoSchedule) added or removed; None if nothing changes.
+
+    Every other taint is kept as read: they belong to the node lifecycle controller, GKE and the operator."""
+    ours = [t for t in taints if isinstance(t, dict) and t.get("key") == key]
+    if present and ours:
+        return None
+    if not present and not ours:
+        return None
+    others = [t for t in taints if not (isinstance(t, dict) and t.get("key") == key)]
+    return [*others, {"key": key, "effect": "NoSchedule"}] if present else others
+
+
 class Actuator:
     """Runs a plan's actions in order, then emits its events (best effort)."""
 
@@ -242,12 +263,14 @@ class Actuator:
         fast_fail_enabled: bool = False,
         max_attempts: int = 3,
         write_timeout: Callable[[], float] = lambda: REQUEST_TIMEOUT,
+        node_limiter: TokenBucket | None = None,
     ) -> None:
         self._api = api
         self._custom = client.CustomObjectsApi(api)
         self._core = client.CoreV1Api(api)
         self._checks = WorkloadChecks(keys)
         self._limiter = limiter
+        self._node_limiter = node_limiter or TokenBucket(NODE_WRITES_PER_SECOND, NODE_WRITE_BURST)
         self._recorder = recorder
         self._metrics = metrics
         self._is_leader = is_leader
@@ -266,7 +289,7 @@ class Actuator:
         """
         outcomes: list[Outcome] = []
         failed_ops: set[str] = set()
-        for action in plan.actions:
+        for action in (*plan.taints, *plan.actions):
             acquiring = isinstance(action, HoldVictim | RecordOp)
             if acquiring and action.op_id in failed_ops:
                 outcome = Outcome(action, Result.SKIPPED, "an earlier action of this operation failed")
@@ -288,7 +311,7 @@ class Actuator:
             await self._recorder.emit(decision)
         return outcomes
 
-    async def _execute_one(self, action: Action) -> Outcome:
+    async def _execute_one(self, action: Write) -> Outcome:
         if self._dry_run:
             return Outcome(action, Result.DRY_RUN, "dry-run: nothing written")
         if isinstance(action, HoldVictim):
@@ -299,15 +322,17 @@ class Actuator:
             return await self._patch_workload(action, action.workload, *self._checks.record_op(action))
         if isinstance(action, ClearOp):
             return await self._patch_workload(action, action.workload, *self._checks.clear_op(action))
+        if isinstance(action, TaintNode):
+            return await self._taint_node(action)
         return await self._fast_fail(action)
 
-    async def _fence(self) -> float:
+    async def _fence(self, limiter: TokenBucket | None = None) -> float:
         """Leadership is checked before and after waiting for a token: the wait can outlast a lease.
 
         Returns the write's deadline: the time left on the lease, at most the ordinary request timeout."""
         if not self._is_leader():
             raise LeadershipLost()
-        await self._limiter.acquire()
+        await (limiter or self._limiter).acquire()
         timeout = self._write_timeout()
         if not self._is_leader() or timeout < MIN_WRITE_TIMEOUT:
             raise LeadershipLost()
@@ -326,7 +351,7 @@ class Actuator:
             raise ValueError(f"GET workload {ref.key} returned {type(obj).__name__}")
         return obj
 
-    async def _patch_workload(self, action: Action, ref: ObjectRef, body: JsonObj, check: Check) -> Outcome:
+    async def _patch_workload(self, action: Write, ref: ObjectRef, body: JsonObj, check: Check) -> Outcome:
         """Patch conditionally on the planner's resourceVersion; on 409 re-read, re-check and retry."""
         verb = f"patch_workload_{action_name(action)}"
         resource_version = ref.resource_version
@@ -365,10 +390,46 @@ class Actuator:
             return Outcome(action, Result.FAILED, f"{type(exc).__name__}: {exc}"[:300])
 
     @staticmethod
-    def _verdict(action: Action, verdict: _Done | _Abandon) -> Outcome:
+    def _verdict(action: Write, verdict: _Done | _Abandon) -> Outcome:
         if isinstance(verdict, _Done):
             return Outcome(action, Result.ALREADY_DONE, verdict.reason)
         return Outcome(action, Result.ABANDONED, verdict.reason)
+
+    async def _taint_node(self, action: TaintNode) -> Outcome:
+        """Add or remove the quarantine taint: read, change only that taint, write under the read resourceVersion.
+
+        A merge patch replaces `spec.taints` whole, so the list sent is the one read with ours added or removed;
+        on a conflict (the node lifecycle controller or GKE changed taints meanwhile) it is read again."""
+        ref = action.node
+        try:
+            for attempt in range(1, self._max_attempts + 1):
+                current = await self._core.read_node(ref.name, _request_timeout=REQUEST_TIMEOUT)
+                taints = [self._api.sanitize_for_serialization(t) for t in (current.spec.taints or [])]
+                body = quarantine_taints(taints, action.key, action.present)
+                if body is None:
+                    return Outcome(action, Result.ALREADY_DONE, "taint already " + ("on" if action.present else "off"))
+                timeout = await self._fence(self._node_limiter)
+                try:
+                    await self._core.patch_node(
+                        ref.name,
+                        {"metadata": {"resourceVersion": current.metadata.resource_version}, "spec": {"taints": body}},
+                        _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
+                        _request_timeout=timeout,
+                    )
+                    return Outcome(action, Result.APPLIED, f"attempt {attempt}")
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    self._metrics.api_error("patch_node_taint", 409)
+            return Outcome(action, Result.CONFLICT, f"still conflicting after {self._max_attempts} attempts")
+        except ApiException as exc:
+            self._metrics.api_error("patch_node_taint", exc.status)
+            if exc.status == 404:
+                return Outcome(action, Result.GONE, "node not found")
+            return Outcome(action, Result.FAILED, f"HTTP {exc.status}: {str(exc.reason)[:200]}")
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            self._metrics.api_error("patch_node_taint", None)
+            return Outcome(action, Result.FAILED, f"{type(exc).__name__}: {exc}"[:300])
 
     async def _fast_fail(self, action: FastFailPod) -> Outcome:
         """Mark the pod Failed, then delete it with grace 0, guarded by its uid (never a replacement pod)."""
@@ -443,7 +504,12 @@ class Actuator:
     @staticmethod
     def _log(outcome: Outcome) -> None:
         action = outcome.action
-        target = action.pod if isinstance(action, FastFailPod) else action.workload
+        if isinstance(action, FastFailPod):
+            target = action.pod
+        elif isinstance(action, TaintNode):
+            target = action.node
+        else:
+            target = action.workload
         level = logging.INFO if outcome.ok or outcome.result is Result.SKIPPED else logging.WARNING
         log.log(
             level,

@@ -2,7 +2,8 @@
 
 Each held Workload (one carrying the ``held-by`` annotation) gets ONE conditional merge patch that
 removes the hold annotations and sets ``spec.active=true``; preemptors' open-operation annotations are
-removed too. Run it after the reconciler Deployment is gone (or scaled to zero), otherwise a running
+removed too, and so is the quarantine taint from every node that carries it (nothing the reconciler wrote
+outlives it). Run it after the reconciler Deployment is gone (or scaled to zero), otherwise a running
 leader may hold victims again.
 """
 
@@ -18,8 +19,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from hotswap.annotations import AnnotationKeys
+from hotswap.kube.actuator import quarantine_taints
 from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.resources import WORKLOADS, merge_patch
+from hotswap.kube.resources import MERGE_PATCH, WORKLOADS, merge_patch
 
 JsonObj = dict[str, Any]
 
@@ -32,6 +34,8 @@ MAX_ATTEMPTS = 5
 class ReleaseReport:
     released: list[str] = field(default_factory=list)
     cleared_ops: list[str] = field(default_factory=list)
+    untainted: list[str] = field(default_factory=list)
+    """Nodes the quarantine taint was removed from."""
     failed: list[str] = field(default_factory=list)
 
     @property
@@ -85,7 +89,50 @@ async def release_all(
             (report.released if held else report.cleared_ops).append(key)
         else:
             report.failed.append(key)
+    await _untaint_nodes(client.CoreV1Api(api), api, keys.quarantine_taint, report, dry_run)
     return report
+
+
+async def _untaint_nodes(
+    core: client.CoreV1Api, api: client.ApiClient, key: str, report: ReleaseReport, dry_run: bool
+) -> None:
+    nodes = await core.list_node(_request_timeout=60)
+    for node in nodes.items:
+        name = node.metadata.name
+        if not any(t.key == key for t in node.spec.taints or []):
+            continue
+        if dry_run:
+            log.info("dry-run: would remove the quarantine taint", extra={"node": name})
+            report.untainted.append(name)
+            continue
+        if await _untaint_one(core, api, name, key):
+            report.untainted.append(name)
+        else:
+            report.failed.append(f"node/{name}")
+
+
+async def _untaint_one(core: client.CoreV1Api, api: client.ApiClient, name: str, key: str) -> bool:
+    for _ in range(MAX_ATTEMPTS):
+        try:
+            node = await core.read_node(name, _request_timeout=REQUEST_TIMEOUT)
+            taints = [api.sanitize_for_serialization(t) for t in node.spec.taints or []]
+            body = quarantine_taints(taints, key, present=False)
+            if body is None:
+                return True
+            patch = {"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": body}}
+            await core.patch_node(name, patch, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT)  # type: ignore[call-arg]
+            log.info("removed the quarantine taint", extra={"node": name})
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            if exc.status != 409:
+                log.error("untaint failed", extra={"node": name, "status": exc.status})
+                return False
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.error("untaint failed", extra={"node": name, "error": str(exc)[:300]})
+            await asyncio.sleep(0.5)
+    return False
 
 
 async def _release_one(custom: client.CustomObjectsApi, obj: JsonObj, keys: AnnotationKeys) -> bool:

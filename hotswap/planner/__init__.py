@@ -4,7 +4,8 @@ One pass: index the snapshot, continue/finish/abort open operations, plan new op
 preemptors and then for starved ones (admitted, pods unbound past `starvationGrace`) (spares first, then minimal
 lower-priority victim sets), resolve slice priority inversions (lower-priority
 work in a higher-priority JobSet's slice), release held victims, and optionally
-fast-fail opted-in pods on unreachable nodes. Everything is recomputed from the snapshot; annotations carry
+fast-fail opted-in pods on unreachable nodes; before all that, keep new pods off Unhealthy slices (the quarantine
+taint). Everything is recomputed from the snapshot; annotations carry
 the few facts that cannot be (who holds whom, since when).
 """
 
@@ -28,6 +29,7 @@ from hotswap.planner.actions import (
 from hotswap.planner.inversion import contested_inversions, find_inversions, resolve_contested, resolve_inversions
 from hotswap.planner.ops import Ledger, advance_ops
 from hotswap.planner.preempt import disrupted_units, plan_preemptions
+from hotswap.planner.quarantine import quarantine_actions, quarantined_after
 from hotswap.planner.release import plan_releases
 from hotswap.planner.starvation import starved_units
 from hotswap.planner.wakeup import next_wakeup
@@ -40,6 +42,8 @@ __all__ = ["plan"]
 def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Plan:
     """Decide this pass's writes and events from one consistent snapshot."""
     world = build_world(snapshot, now, config)
+    # First: the taints keep restarted preemptors off broken slices, and the holds below free healthy ones.
+    quarantine = quarantine_actions(world)
     ledger = Ledger()
     disrupted = disrupted_units(world)
     inversions = find_inversions(world)
@@ -63,6 +67,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     return Plan(
         now=now,
         actions=tuple(ledger.actions),
+        taints=tuple(quarantine),
         events=tuple(ledger.events),
         diagnostics=Diagnostics(
             slices_total=len(health),
@@ -84,6 +89,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             victims_released=released,
             releases_deferred=ledger.deferred,
             held_workloads=max(0, held_now),
+            nodes_quarantined=quarantined_after(world, quarantine),
             exclusions=tuple(
                 (reason, len(keys), tuple(sorted(keys)[:5])) for reason, keys in sorted(world.excluded.items())
             ),

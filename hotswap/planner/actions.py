@@ -125,7 +125,24 @@ class FastFailPod:
     node_name: str
 
 
+@dataclass(frozen=True, slots=True)
+class TaintNode:
+    """Put the quarantine taint (`key`, NoSchedule) on a node of an Unhealthy slice, or take it off (`present`
+    False) once the slice is usable again or the node belongs to no slice."""
+
+    node: ObjectRef
+    key: str
+    present: bool
+    slice_name: str | None
+    """The node's slice (node pool) when it has one."""
+    op_id: str = ""
+    """Not part of any operation: a slice's health alone decides."""
+
+
 Action = HoldVictim | ReleaseVictim | RecordOp | ClearOp | FastFailPod
+"""The writes of an operation or a release: to Workloads and, for fast-fail, pods."""
+Write = Action | TaintNode
+"""Anything the controller writes: an `Action` or a node's quarantine taint."""
 
 
 class EventReason(StrEnum):
@@ -188,6 +205,8 @@ class Diagnostics:
     """Held victims that fit free capacity but stay held: under `reclaimWithinCohort: Any` their admission could
     evict a borrowing JobSet of higher priority (released by maxHold, or once nothing higher borrows)."""
     held_workloads: int = 0
+    nodes_quarantined: int = 0
+    """Nodes carrying the quarantine taint once this pass's writes are applied."""
     exclusions: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
     """(reason, count, up to 5 examples) for objects the snapshot silently leaves out of every decision: a TPU
     JobSet without a Workload or exclusive node-pool placement, a TPU node without slice labels, a Workload
@@ -201,6 +220,9 @@ class Plan:
 
     now: datetime
     actions: tuple[Action, ...] = ()
+    taints: tuple[TaintNode, ...] = ()
+    """Node writes (the quarantine taint), executed before `actions`: a slice's health alone decides them, apart
+    from any operation, so the simulator, which fails whole slices, has no use for them."""
     events: tuple[Decision, ...] = ()
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     next_wakeup: datetime | None = None
@@ -210,4 +232,4 @@ class Plan:
 
     @property
     def writes(self) -> int:
-        return len(self.actions)
+        return len(self.actions) + len(self.taints)

@@ -7,14 +7,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from hotswap.model import ClusterSnapshot, DepartedPod, Workload
+from hotswap.model import ClusterSnapshot, DepartedPod, Node, Taint, TaintEffect, Workload
 from hotswap.planner.actions import (
-    Action,
     ClearOp,
     FastFailPod,
     HoldVictim,
     RecordOp,
     ReleaseVictim,
+    TaintNode,
+    Write,
 )
 
 
@@ -28,7 +29,13 @@ def _annotate(wl: Workload, set_: Mapping[str, str], remove: Iterable[str] = ())
     return annotations
 
 
-def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Action], now: datetime | None = None) -> ClusterSnapshot:
+def _taint(node: Node, action: TaintNode) -> Node:
+    kept = tuple(t for t in node.taints if t.key != action.key)
+    added = (Taint(action.key, TaintEffect.NO_SCHEDULE),) if action.present else ()
+    return replace(node, taints=kept + added)
+
+
+def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Write], now: datetime | None = None) -> ClusterSnapshot:
     """Return a new snapshot with every action applied (the input is not modified).
 
     Writes whose uid or resourceVersion no longer match are skipped, as the API server would reject them.
@@ -37,7 +44,13 @@ def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Action], now: dat
     workloads = {(w.namespace, w.name): w for w in snapshot.workloads}
     pods = {(p.namespace, p.name): p for p in snapshot.pods}
     departed = list(snapshot.departed_pods)
+    nodes = {n.name: n for n in snapshot.nodes}
     for action in actions:
+        if isinstance(action, TaintNode):
+            node = nodes.get(action.node.name)
+            if node is not None:
+                nodes[node.name] = _taint(node, action)
+            continue
         if isinstance(action, FastFailPod):
             pod = pods.get((action.pod.namespace, action.pod.name))
             if pod is None or pod.uid != action.pod.uid:
@@ -74,6 +87,7 @@ def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Action], now: dat
         workloads[(wl.namespace, wl.name)] = wl
     return replace(
         snapshot,
+        nodes=tuple(nodes.values()),
         workloads=tuple(workloads.values()),
         pods=tuple(pods.values()),
         departed_pods=tuple(departed),

@@ -638,7 +638,9 @@ def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapCo
     """
     global _previous
     grace, stabilization = config.unhealthy_grace, config.recovery_stabilization
-    tolerated = frozenset(config.tolerated_taint_keys) | MARKER_TAINTS
+    # The reconciler's own quarantine taint follows health; were it a health signal, a slice could never recover.
+    quarantine = annotation_keys(config.annotation_domain).quarantine_taint
+    tolerated = frozenset(config.tolerated_taint_keys) | MARKER_TAINTS | {quarantine}
     shapes: dict[_ShapeKey, tuple[SliceShape, int | None] | None] = {}
     slices: dict[str, Slice] = {}
     previous, _previous = _previous, {}

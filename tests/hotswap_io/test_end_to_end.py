@@ -19,13 +19,15 @@ from hotswap.annotations import AnnotationKeys
 from hotswap.config import HotswapConfig, LeaderElectionConfig
 from hotswap.controller import Controller
 from hotswap.kube.actuator import Result
-from hotswap.planner.actions import EventReason
+from hotswap.planner.actions import EventReason, TaintNode
 
 from .cluster import (
     JOBSETS,
+    NODES,
     NS,
     WORKLOADS,
     add_slices,
+    ago,
     base_cluster,
     evict_pods_on,
     fail_node,
@@ -239,10 +241,12 @@ async def test_jobset_label_selector_limits_what_is_considered(
     controller.start_watches()
     try:
         await eventually(controller.caches_ready)
-        # Neither JobSet carries team=ml: nothing is a preemptor, nothing is held.
+        # Neither JobSet carries team=ml: nothing is a preemptor, nothing is held (the failed slice is still
+        # quarantined: slice health does not depend on which JobSets are considered).
         assert controller.informers["jobsets"][0].cache == {}
         outcomes = await controller.reconcile_once()
-        assert [o for o in outcomes if o.result is Result.APPLIED] == []
+        applied = [o.action for o in outcomes if o.result is Result.APPLIED]
+        assert applied and all(isinstance(a, TaintNode) for a in applied)
         assert api.requests_for("list", "jobsets.jobset.x-k8s.io")[-1].query["labelSelector"] == "team=ml"
     finally:
         await controller.stop_watches()
@@ -329,5 +333,71 @@ async def test_a_pass_plans_with_cyclic_gc_deferred_and_turns_it_back_on(
         await controller.reconcile_once()
         assert seen == [False]  # no full collection can land inside the pass
         assert gc.isenabled()
+    finally:
+        await controller.stop_watches()
+
+
+def node_taints(api: FakeApiServer, name: str) -> list[tuple[str, str]]:
+    obj = api.get(NODES, name)
+    assert obj is not None
+    return [(t["key"], t["effect"]) for t in obj["spec"].get("taints", [])]
+
+
+QUARANTINE = (KEYS.quarantine_taint, "NoSchedule")
+
+
+async def test_the_failed_slice_is_quarantined_whole_and_lifted_after_its_repair(
+    failed_cluster: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api = failed_cluster
+    controller = await started(make_client, api)
+    try:
+        await controller.reconcile_once()
+        # Every host of p0, the three Ready ones too; the node lifecycle controller's and GKE's taints are kept.
+        for host in range(4):
+            assert QUARANTINE in node_taints(api, f"p0-{host}")
+            assert ("google.com/tpu", "NoSchedule") in node_taints(api, f"p0-{host}")
+        assert ("node.kubernetes.io/unreachable", "NoExecute") in node_taints(api, "p0-0")
+        for name in ("p1-0", "v0-0"):
+            assert QUARANTINE not in node_taints(api, name)
+        node_writes = [w for w in api.writes("reconciler") if w.resource == NODES]
+        assert len(node_writes) == 4
+        assert all(w.body["metadata"]["resourceVersion"] for w in node_writes)
+        assert controller.metrics.registry.get_sample_value("hotswap_quarantined_nodes") == 4
+
+        # The host comes back in place (not recreated): the unreachable taints go, ours stays until the next pass.
+        current = api.get(NODES, "p0-0")
+        assert current is not None
+        kept = [t for t in current["spec"]["taints"] if t["key"] != "node.kubernetes.io/unreachable"]
+        api.patch(
+            NODES,
+            "p0-0",
+            {
+                "spec": {"taints": kept},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ago(minutes=10)}]},
+            },
+        )
+        await caught_up(api, controller)
+        await controller.reconcile_once()
+        for host in range(4):
+            assert node_taints(api, f"p0-{host}") == [("google.com/tpu", "NoSchedule")]
+        assert controller.metrics.registry.get_sample_value("hotswap_quarantined_nodes") == 0
+    finally:
+        await controller.stop_watches()
+
+
+async def test_switched_off_the_reconciler_never_writes_a_node(
+    failed_cluster: FakeApiServer, make_client: ClientFactory
+) -> None:
+    api = failed_cluster
+    config = CONFIG.model_copy(update={"quarantine_unhealthy_slices": False})
+    controller = Controller(config, await make_client("reconciler"), identity="reconciler")
+    controller.start_watches()
+    try:
+        await eventually(controller.caches_ready)
+        await caught_up(api, controller)
+        await controller.reconcile_once()
+        assert [w for w in api.writes("reconciler") if w.resource == NODES] == []
+        assert api.get(WORKLOADS, LOW, NS)["spec"]["active"] is False  # type: ignore[index]  # the hold still happens
     finally:
         await controller.stop_watches()

@@ -132,6 +132,21 @@ async def test_release_all_reactivates_every_held_workload_once(api: FakeApiServ
     assert again.released == [] and len(api.writes("ops")) == 3
 
 
+async def test_release_all_removes_only_the_quarantine_taint(api: FakeApiServer, make_client: ClientFactory) -> None:
+    gke = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
+    ours = {"key": KEYS.quarantine_taint, "effect": "NoSchedule"}
+    api.put("nodes", {"metadata": {"name": "tainted"}, "spec": {"taints": [gke, ours]}})
+    api.put("nodes", {"metadata": {"name": "clean"}, "spec": {"taints": [gke]}})
+    report = await release_all(await make_client("ops"), KEYS)
+    assert report.ok and report.untainted == ["tainted"]
+    for name in ("tainted", "clean"):
+        assert api.get("nodes", name)["spec"]["taints"] == [gke]  # type: ignore[index]
+    writes = [w for w in api.writes("ops") if w.resource == "nodes"]
+    assert [w.name for w in writes] == ["tainted"] and writes[0].body["metadata"]["resourceVersion"]
+    dry = await release_all(await make_client("ops"), KEYS, dry_run=True)
+    assert dry.untainted == []
+
+
 def test_cli_help_explains_commands() -> None:
     parser = build_parser()
     text = parser.format_help()

@@ -77,7 +77,11 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     workloads = _workload_index(snapshot)
     jobsets = {j.uid: j for j in snapshot.jobsets}
     slices = classify_slices(
-        snapshot.nodes, now, config.unhealthy_grace, config.recovery_stabilization, config.tolerated_taint_keys
+        snapshot.nodes,
+        now,
+        config.unhealthy_grace,
+        config.recovery_stabilization,
+        (*config.tolerated_taint_keys, keys.quarantine_taint),
     )
     slices = confirm_failures(
         slices, workload_failures(snapshot, now, config), now, config.unhealthy_grace, config.confirmed_unhealthy_grace
@@ -513,9 +517,9 @@ def assert_invariants(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConf
 
 def idempotence_violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> list[str]:
     """I11: planning again on the snapshot that results from applying the plan issues no new writes."""
-    after = apply_actions(snapshot, plan.actions, plan.now)
+    after = apply_actions(snapshot, (*plan.taints, *plan.actions), plan.now)
     again = make_plan(after, plan.now, config)
-    return [f"I11 second pass writes {a!r}" for a in again.actions]
+    return [f"I11 second pass writes {a!r}" for a in (*again.taints, *again.actions)]
 
 
 def budget_bound(plan: Plan) -> bool:

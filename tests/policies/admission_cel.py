@@ -29,6 +29,7 @@ RESOURCES = {
     "DaemonSet": ("apps", "v1", "daemonsets"),
     "CronJob": ("batch", "v1", "cronjobs"),
     "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
+    "Node": ("", "v1", "nodes"),
 }
 
 

@@ -923,6 +923,7 @@ _BUILTIN_RESOURCES = {
     ("", "v1", "namespaces"): "Namespace",
     ("", "v1", "configmaps"): "ConfigMap",
     ("", "v1", "services"): "Service",
+    ("", "v1", "nodes"): "Node",
     ("batch", "v1", "jobs"): "Job",
     ("batch", "v1", "cronjobs"): "CronJob",
     ("apps", "v1", "deployments"): "Deployment",

@@ -217,22 +217,25 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
 
 async def _status(args: argparse.Namespace, config: HotswapConfig) -> int:
     from hotswap.kube.client import new_api_client
-    from hotswap.kube.status import list_status_objects
-    from hotswap.status import held_rows, op_rows, render, render_json
+    from hotswap.kube.status import list_nodes, list_status_objects
+    from hotswap.status import held_rows, op_rows, quarantine_rows, render, render_json
 
     api = await new_api_client(args.kubeconfig, args.context)
     try:
         workloads, events, note = await list_status_objects(api)
+        nodes, nodes_note = await list_nodes(api)
     finally:
         await api.close()
     keys = AnnotationKeys(config.annotation_domain)
     held, ops = held_rows(workloads, events, keys), op_rows(workloads, keys)
+    quarantined = quarantine_rows(nodes, keys)
     if args.output == "json":
-        print(render_json(held, ops))
+        print(render_json(held, ops, quarantined))
     else:
-        print(render(held, ops, datetime.now(UTC)))
-        if note:
-            print(f"\n({note})")
+        print(render(held, ops, datetime.now(UTC), quarantined))
+        for why in (note, nodes_note):
+            if why:
+                print(f"\n({why})")
     return 0
 
 

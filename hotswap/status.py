@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, parse_time
+from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, parse_time
 
 JsonObj = Mapping[str, Any]
 HELD_REASON = "HotswapVictimHeld"
@@ -44,6 +44,28 @@ class OpRow:
     slices: tuple[str, ...]
     victims: tuple[str, ...]
     fenced: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineRow:
+    slice: str
+    """The node pool (a multi-host slice), or '-' for a node without one."""
+    nodes: tuple[str, ...]
+    """Its nodes carrying the reconciler's quarantine taint: no new pod lands there until the slice is back."""
+
+
+def quarantine_rows(nodes: Iterable[JsonObj], keys: AnnotationKeys) -> list[QuarantineRow]:
+    """Nodes carrying the quarantine taint, grouped by node pool."""
+    pools: dict[str, list[str]] = {}
+    for node in nodes:
+        spec = node.get("spec")
+        taints = spec.get("taints") if isinstance(spec, Mapping) else None
+        if not any(isinstance(t, Mapping) and t.get("key") == keys.quarantine_taint for t in taints or []):
+            continue
+        labels = _meta(node).get("labels")
+        pool = labels.get(NODEPOOL_LABEL, "-") if isinstance(labels, Mapping) else "-"
+        pools.setdefault(str(pool), []).append(str(_meta(node).get("name", "?")))
+    return [QuarantineRow(pool, tuple(sorted(names))) for pool, names in sorted(pools.items())]
 
 
 def _meta(obj: JsonObj) -> Mapping[str, Any]:
@@ -147,7 +169,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line.format(*header), *(line.format(*r) for r in rows)]
 
 
-def render(held: Sequence[HeldRow], ops: Sequence[OpRow], now: datetime) -> str:
+def render(
+    held: Sequence[HeldRow], ops: Sequence[OpRow], now: datetime, quarantined: Sequence[QuarantineRow] = ()
+) -> str:
     out: list[str] = []
     if held:
         out.append(f"Held by the reconciler: {len(held)} Workload(s)")
@@ -190,13 +214,24 @@ def render(held: Sequence[HeldRow], ops: Sequence[OpRow], now: datetime) -> str:
         )
     else:
         out.append("No open operations.")
+    if quarantined:
+        out.append("")
+        out.append(f"Quarantined slices (a host down; no new pods until the slice is back): {len(quarantined)}")
+        out += _table(("SLICE", "NODES"), [(r.slice, ",".join(r.nodes)) for r in quarantined])
     return "\n".join(out)
 
 
-def render_json(held: Sequence[HeldRow], ops: Sequence[OpRow]) -> str:
+def render_json(held: Sequence[HeldRow], ops: Sequence[OpRow], quarantined: Sequence[QuarantineRow] = ()) -> str:
     def plain(row: HeldRow | OpRow) -> dict[str, Any]:
         data = asdict(row)
         data["since"] = row.since.strftime("%Y-%m-%dT%H:%M:%SZ") if row.since else None
         return data
 
-    return json.dumps({"held": [plain(r) for r in held], "operations": [plain(r) for r in ops]}, indent=2)
+    return json.dumps(
+        {
+            "held": [plain(r) for r in held],
+            "operations": [plain(r) for r in ops],
+            "quarantined": [{"slice": r.slice, "nodes": list(r.nodes)} for r in quarantined],
+        },
+        indent=2,
+    )

@@ -1,4 +1,4 @@
-"""List what `hotswap status` reads: every Workload, and the reconciler's own Events (all namespaces)."""
+"""List what `hotswap status` reads: every Workload, the reconciler's own Events (all namespaces), and the nodes."""
 
 from __future__ import annotations
 
@@ -43,3 +43,21 @@ async def list_status_objects(api: client.ApiClient) -> tuple[list[JsonObj], lis
 
 def _unreadable(status: object) -> str:
     return f"Events unreadable (HTTP {status}): WHY comes from the annotations only"
+
+
+async def list_nodes(api: client.ApiClient) -> tuple[list[JsonObj], str | None]:
+    """Every Node as raw JSON (for the quarantine taint), or why they could not be listed: like the Events, they
+    add to the answer, so an account that may not list nodes still gets the holds."""
+    core: Any = client.CoreV1Api(api)
+    try:
+        response = await core.list_node(_preload_content=False, _request_timeout=60)
+    except ApiException as exc:
+        return [], f"nodes unreadable (HTTP {exc.status}): quarantined slices not shown"
+    try:
+        if response.status >= 300:
+            return [], f"nodes unreadable (HTTP {response.status}): quarantined slices not shown"
+        body = await response.json(content_type=None)
+    finally:
+        response.release()
+    items = body.get("items", []) if isinstance(body, dict) else []
+    return [i for i in items if isinstance(i, dict)], None

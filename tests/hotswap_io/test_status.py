@@ -10,7 +10,7 @@ import pytest
 from fakes.apiserver import FakeApiServer, Fault
 
 from hotswap.annotations import AnnotationKeys
-from hotswap.status import age, held_rows, op_rows, render
+from hotswap.status import age, held_rows, op_rows, quarantine_rows, render
 
 from .cluster import NS, WORKLOADS
 from .test_cli_access import cli, home_with_kubeconfig
@@ -141,3 +141,40 @@ async def test_status_without_event_access_still_lists_the_holds(api: FakeApiSer
     assert code == 0, err
     assert f"{NS}/jobset-low-abc" in out
     assert out.rstrip().endswith("(Events unreadable (HTTP 403): WHY comes from the annotations only)")
+
+
+def tpu_node(name: str, pool: str, *taint_keys: str) -> dict[str, object]:
+    taints = [{"key": k, "effect": "NoSchedule"} for k in ("google.com/tpu", *taint_keys)]
+    labels = {"cloud.google.com/gke-nodepool": pool}
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}
+
+
+def test_quarantined_slices_are_listed_by_pool() -> None:
+    nodes = [
+        tpu_node("p0-1", "p0", KEYS.quarantine_taint),
+        tpu_node("p0-0", "p0", KEYS.quarantine_taint),
+        tpu_node("p1-0", "p1"),
+        tpu_node("p2-0", "p2", "hotswap.example.com/unhealthy-slice"),  # another domain's: not ours
+    ]
+    rows = quarantine_rows(nodes, KEYS)
+    assert [(r.slice, r.nodes) for r in rows] == [("p0", ("p0-0", "p0-1"))]
+    text = render([], [], NOW, rows).splitlines()
+    assert text[-3:] == [
+        "Quarantined slices (a host down; no new pods until the slice is back): 1",
+        "SLICE  NODES",
+        "p0     p0-0,p0-1",
+    ]
+
+
+async def test_status_command_shows_quarantined_slices_and_survives_no_node_access(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    api.put("nodes", tpu_node("p0-0", "p0", KEYS.quarantine_taint))
+    home = home_with_kubeconfig(tmp_path, api.url)
+    code, out, err = await cli("status", "--output", "json", home=home)
+    assert code == 0, err
+    assert json.loads(out)["quarantined"] == [{"slice": "p0", "nodes": ["p0-0"]}]
+    api.inject(Fault(verb="list", resource="nodes", status=403, times=None))
+    code, out, err = await cli("status", home=home)
+    assert code == 0, err
+    assert out.rstrip().endswith("(nodes unreadable (HTTP 403): quarantined slices not shown)")

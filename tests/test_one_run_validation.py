@@ -169,3 +169,9 @@ def test_independent_skips_a_check_only_on_a_partial_config() -> None:
         assert independent(needs_a_missing_field, lambda: ["kept"]) == ["kept"]
     finally:
         PARTIAL.reset(token)
+
+
+def test_a_mapping_where_a_list_belongs_is_one_mistake() -> None:
+    # `flavors:` written as a mapping: one type problem, not a list of clashing flavor names built from it.
+    found = problems(dev(lambda raw: raw.update(queues={"flavors": {"name": "v6e-2x2", "topology": "2x2"}})))
+    assert [p.split(":")[0] for p in found] == ["platform.queues.flavors"]

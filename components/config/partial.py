@@ -13,6 +13,8 @@ cannot be evaluated and is left out: it reads the field, gets AttributeError, an
 from __future__ import annotations
 
 import contextlib
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from functools import cache
@@ -117,7 +119,9 @@ def _rebuild(
             absent.append(name)
         else:
             values[name] = value
-    rebuilt = model.model_construct(**values)
+    # The fields the user set, those that failed included: a check may ask whether a setting was given.
+    given = {n for n, f in model.model_fields.items() if f.alias in raw or n in raw}
+    rebuilt = model.model_construct(given & (set(values) | set(absent)), **values)
     for name in absent:
         rebuilt.__dict__.pop(name, None)  # read as AttributeError, never as a default
     if any(loc for loc, _ in errors):  # an error below this model: pydantic skipped its own validators
@@ -136,12 +140,14 @@ def _rebuild(
 def _value(model: type[BaseModel], name: str, value: Any, under: list[Error], path: str, problems: list[str]) -> Any:
     if not under:
         return _adapter(model, name).validate_python(value)
-    nested = models_in(model.model_fields[name].annotation)
+    annotation = model.model_fields[name].annotation
+    nested = models_in(annotation)
     if len(nested) != 1:
         return _ABSENT  # a scalar that failed, or a union whose member pydantic chose is not known here
-    if isinstance(value, dict):
+    listed = _is_list(annotation)
+    if isinstance(value, dict) and not listed:
         return _rebuild(nested[0], value, under, path, problems)
-    if isinstance(value, list) and all(loc and isinstance(loc[0], int) for loc, _ in under):
+    if isinstance(value, list) and listed and all(loc and isinstance(loc[0], int) for loc, _ in under):
         items: list[Any] = []
         for i, item in enumerate(value):
             item_errors = [(loc[1:], msg) for loc, msg in under if loc[0] == i]
@@ -157,6 +163,15 @@ def _value(model: type[BaseModel], name: str, value: Any, under: list[Error], pa
             items.append(rebuilt)
         return items
     return _ABSENT
+
+
+def _is_list(annotation: Any) -> bool:
+    """Whether a field holds a list (of models), optional or not, rather than one model."""
+    if typing.get_origin(annotation) is list:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_is_list(arg) for arg in typing.get_args(annotation) if arg is not type(None))
+    return False
 
 
 def error_places(err: ValidationError) -> list[Error]:

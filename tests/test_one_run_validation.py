@@ -132,7 +132,8 @@ def test_pool_checks_run_per_pool() -> None:
         raw["tpuPools"][1]["zone"] = "us-central1-b"
 
     assert problems(dev(change)) == [
-        "platform.tpuPools[0].zone: required setting is missing",
+        "platform.tpuPools[0].zone: required setting is missing — Zone for this group's node pools (must be in the "
+        "stack's region, with v6e capacity)",
         "platform.tpuPools[1].zone: 'us-central1-b' is not in region 'us-east5'; a TPU pool's zone must be in the "
         "cluster's region; the zones of region 'us-east5' with TPU v6e: us-east5-a, us-east5-b",
     ]

@@ -54,17 +54,30 @@ def value_error_lines(path: str, message: str) -> list[str]:
     return problems
 
 
-def _settings_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
-    """The setting names (camelCase) a model nested at `loc` accepts; none when the place is ambiguous."""
+def _model_at(model: type[BaseModel], loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model nested at `loc` (list items included); None when the place is ambiguous."""
     for part in loc:
         if isinstance(part, int):
             continue  # an item of a list of models
         field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
         nested = models_in(field.annotation) if field is not None else []
         if len(nested) != 1:
-            return []
+            return None
         model = nested[0]
-    return [f.alias or n for n, f in model.model_fields.items()]
+    return model
+
+
+def _settings_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The setting names (camelCase) a model nested at `loc` accepts; none when the place is ambiguous."""
+    at = _model_at(model, loc)
+    return [f.alias or n for n, f in at.model_fields.items()] if at is not None else []
+
+
+def _what_it_is(model: type[BaseModel] | None, loc: Sequence[int | str]) -> str:
+    """` — <the field's description>` for a missing setting, so the message says what to give."""
+    at = _model_at(model, loc[:-1]) if model is not None and loc and isinstance(loc[-1], str) else None
+    field = next((f for n, f in at.model_fields.items() if loc[-1] in (n, f.alias)), None) if at else None
+    return f" — {field.description.rstrip('.')}" if field is not None and field.description else ""
 
 
 def _closest_setting(model: type[BaseModel] | None, loc: Sequence[int | str]) -> str:
@@ -101,7 +114,7 @@ def format_validation_error(
                 f"{shown}: unknown setting (check the spelling; settings are camelCase)" + _closest_setting(model, loc)
             )
         elif kind == "missing":
-            problems.append(f"{path}: required setting is missing")
+            problems.append(f"{path}: required setting is missing{_what_it_is(model, loc)}")
         else:
             problems.append(f"{path}: {describe(item)} (got {show_value(item.get('input'))})")
     return ConfigError(root, problems, what)

@@ -176,3 +176,13 @@ def test_a_mapping_where_a_list_belongs_is_one_mistake() -> None:
     # `flavors:` written as a mapping: one type problem, not a list of clashing flavor names built from it.
     found = problems(dev(lambda raw: raw.update(queues={"flavors": {"name": "v6e-2x2", "topology": "2x2"}})))
     assert [p.split(":")[0] for p in found] == ["platform.queues.flavors"]
+
+
+def test_pools_that_cannot_be_read_leave_the_other_checks_running() -> None:
+    # `tpuPools:` as a mapping: the pool checks cannot run, starvationGrace against the timeout still does.
+    def change(raw: Raw) -> None:
+        raw["tpuPools"] = raw["tpuPools"][0]
+        raw["hotswap"] = {"settings": {"starvationGrace": "10m"}}
+
+    found = problems(dev(change))
+    assert [p.split(":")[0] for p in found] == ["platform.tpuPools", "platform.hotswap.settings.starvationGrace"]

@@ -121,7 +121,7 @@ class PlatformConfig(ConfigModel):
         priorities = independent(self._priority_problems)
         problems = [
             *pools,
-            *independent(*(lambda i=i: self._pool_zone_problems(i) for i in range(len(self.tpu_pools)))),
+            *independent(self._zone_problems),
             *independent(
                 self._additional_zone_problems,
                 lambda: version_floor_problems(self.cluster.min_master_version, gke_version_needs(self._flex())),
@@ -169,6 +169,10 @@ class PlatformConfig(ConfigModel):
             if group.name == SYSTEM_POOL_NAME:
                 problems.append(f".tpuPools[{i}].name: {SYSTEM_POOL_NAME!r} is reserved for the system node pool")
         return problems
+
+    def _zone_problems(self) -> list[str]:
+        # Pool by pool: a pool whose zone failed its own check leaves the others' checked.
+        return independent(*(lambda i=i: self._pool_zone_problems(i) for i in range(len(self.tpu_pools))))
 
     def _pool_zone_problems(self, i: int) -> list[str]:
         zone = self.tpu_pools[i].zone

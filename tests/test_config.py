@@ -117,7 +117,7 @@ def test_every_problem_is_reported_at_once() -> None:
     [
         ({"project": "X"}, "platform.project: expected a GCP project id"),
         ({"region": "us east"}, "platform.region: expected a GCP region, e.g. `us-east5`"),
-        ({"tpuPools": []}, "platform.tpuPools: List should have at least 1 item"),
+        ({"tpuPools": []}, "platform.tpuPools: expected at least 1 item (got [])"),
         (
             {"cluster": {"minMasterVersion": "1.30.5-gke.100"}},
             "is too old for TPU v6e; use 1.31.2-gke.1115000",

@@ -143,10 +143,16 @@ def test_field_mistakes_of_several_kinds_come_in_one_run() -> None:
     ]
 
 
-def test_an_unknown_key_is_shown_as_written() -> None:
+def test_an_unknown_key_is_shown_as_written_with_the_setting_meant() -> None:
     assert problems(dev(lambda raw: raw.update(Region="us-east5"))) == [
-        "platform.Region: unknown setting (check the spelling; settings are camelCase)"
+        "platform.Region: unknown setting (check the spelling; settings are camelCase); did you mean `region`?"
     ]
     assert problems(dev(lambda raw: raw["systemPool"].update(machineTyp="x"))) == [
-        "platform.systemPool.machineTyp: unknown setting (check the spelling; settings are camelCase)"
+        "platform.systemPool.machineTyp: unknown setting (check the spelling; settings are camelCase); did you mean "
+        "`machineType`?"
+    ]
+    # Nothing close: the settings allowed at that place, when few enough to list.
+    assert problems(dev(lambda raw: raw["systemPool"].update(size=3))) == [
+        "platform.systemPool.size: unknown setting (check the spelling; settings are camelCase); settings here: "
+        "machineType, nodeCountPerZone, maxNodeCountPerZone, zones, diskSizeGb"
     ]

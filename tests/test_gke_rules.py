@@ -178,7 +178,7 @@ def test_at_most_three_no_upgrades_exclusions() -> None:
 def test_at_most_twenty_exclusions_with_unique_names() -> None:
     items = [exclusion(f"x{i}", "2027-01-01T00:00:00Z", "2027-01-02T00:00:00Z", "NO_MINOR_UPGRADES") for i in range(21)]
     (problem,) = problems_of(platform(**with_exclusions(*items)))
-    assert problem.startswith("platform.cluster.maintenance.exclusions: List should have at most 20 items")
+    assert problem.startswith("platform.cluster.maintenance.exclusions: expected at most 20 items (got [")
     dup = [items[0], items[0]]
     assert problems_of(platform(**with_exclusions(*dup))) == [
         "platform.cluster.maintenance.exclusions[1].name: 'x0' is already used by exclusions[0]; "

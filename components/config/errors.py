@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
+
+from components.config.spelling import models_in
 
 _VALUE_ERROR_PREFIX = "Value error, "
 
@@ -38,7 +41,64 @@ def show_value(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def format_validation_error(root: str, err: ValidationError, what: str = "stack configuration") -> ConfigError:
+def value_error_lines(path: str, message: str) -> list[str]:
+    """A validator's message, one problem per line: cross-field validators report several lines, each already
+    naming its own sub-path (`.zone: ...`), which is appended to the path of the model that raised it."""
+    problems: list[str] = []
+    for line in message.removeprefix(_VALUE_ERROR_PREFIX).splitlines():
+        sub, sep, rest = line.partition(": ")
+        if sep and (sub.startswith(".") or sub.startswith("[")):
+            problems.append(f"{path}{sub}: {rest}")
+        else:
+            problems.append(f"{path}: {line}")
+    return problems
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model nested at `loc` (list items included); None when the place is ambiguous."""
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an item of a list of models
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        nested = models_in(field.annotation) if field is not None else []
+        if len(nested) != 1:
+            return None
+        model = nested[0]
+    return model
+
+
+def _settings_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The setting names (camelCase) a model nested at `loc` accepts; none when the place is ambiguous."""
+    at = _model_at(model, loc)
+    return [f.alias or n for n, f in at.model_fields.items()] if at is not None else []
+
+
+def _what_it_is(model: type[BaseModel] | None, loc: Sequence[int | str]) -> str:
+    """` — <the field's description>` for a missing setting, so the message says what to give."""
+    at = _model_at(model, loc[:-1]) if model is not None and loc and isinstance(loc[-1], str) else None
+    field = next((f for n, f in at.model_fields.items() if loc[-1] in (n, f.alias)), None) if at else None
+    return f" — {field.description.rstrip('.')}" if field is not None and field.description else ""
+
+
+def _closest_setting(model: type[BaseModel] | None, loc: Sequence[int | str]) -> str:
+    """`; did you mean `x`?` for a misspelt key, else the settings allowed there (when few enough to list)."""
+    if model is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    names = _settings_at(model, loc[:-1])
+    if not names:
+        return ""
+    by_lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(loc[-1].lower(), list(by_lower), n=1, cutoff=0.75)
+    if close:
+        return f"; did you mean `{by_lower[close[0]]}`?"
+    if len(names) <= 12:
+        return f"; settings here: {', '.join(names)}"
+    return ""
+
+
+def format_validation_error(
+    root: str, err: ValidationError, what: str = "stack configuration", model: type[BaseModel] | None = None
+) -> ConfigError:
     problems: list[str] = []
     for item in err.errors(include_url=False):
         loc = [p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
@@ -46,19 +106,15 @@ def format_validation_error(root: str, err: ValidationError, what: str = "stack 
         msg = item["msg"]
         kind = item["type"]
         if kind == "value_error":
-            # Cross-field validators report several lines, each already naming its own sub-path.
-            for line in msg.removeprefix(_VALUE_ERROR_PREFIX).splitlines():
-                sub, sep, rest = line.partition(": ")
-                if sep and (sub.startswith(".") or sub.startswith("[")):
-                    problems.append(f"{path}{sub}: {rest}")
-                else:
-                    problems.append(f"{path}: {line}")
+            problems += value_error_lines(path, msg)
         elif kind == "extra_forbidden":
             # The key as the user wrote it: camel-casing `Region` would show `region`, the spelling that works.
             shown = _path(root, loc[:-1]) + (f".{loc[-1]}" if loc and isinstance(loc[-1], str) else "")
-            problems.append(f"{shown}: unknown setting (check the spelling; settings are camelCase)")
+            problems.append(
+                f"{shown}: unknown setting (check the spelling; settings are camelCase)" + _closest_setting(model, loc)
+            )
         elif kind == "missing":
-            problems.append(f"{path}: required setting is missing")
+            problems.append(f"{path}: required setting is missing{_what_it_is(model, loc)}")
         else:
             problems.append(f"{path}: {describe(item)} (got {show_value(item.get('input'))})")
     return ConfigError(root, problems, what)
@@ -96,6 +152,13 @@ _TYPE_WORDS = {
     "string_type": "expected text",
 }
 
+_LENGTH_WORDS = {
+    "too_short": "expected at least {n} item{s}",
+    "too_long": "expected at most {n} item{s}",
+    "string_too_short": "expected at least {n} character{s}",
+    "string_too_long": "expected at most {n} character{s}",
+}
+
 _BOUND_WORDS = {"ge": "at least", "gt": "more than", "le": "at most", "lt": "less than"}
 
 
@@ -118,6 +181,9 @@ def describe(item: Mapping[str, Any]) -> str:
         return f"expected one of {ctx['expected']}"
     if kind in _TYPE_WORDS:
         return _TYPE_WORDS[kind]
+    if kind in _LENGTH_WORDS:
+        bound = ctx.get("min_length", ctx.get("max_length"))
+        return _LENGTH_WORDS[kind].format(n=bound, s="" if bound == 1 else "s")
     for key, words in _BOUND_WORDS.items():
         if key in ctx:
             bound = ctx[key]

@@ -18,6 +18,7 @@ from components.config.base import ConfigModel, problems_error
 from components.config.cluster import ClusterMode, KubernetesAuth, ReleaseChannel
 from components.config.errors import ConfigError, format_validation_error
 from components.config.kueue import JobSetSettings, KueueSettings
+from components.config.partial import error_places, skipped_checks
 from components.config.platform import PlatformConfig
 from components.config.priorities import NAME_PATTERN
 from components.config.queues import ClusterQueueSpec
@@ -357,8 +358,11 @@ def parse_fleet_config(raw: Any, *, stack_file: bool = False) -> FleetConfig:
     try:
         config = FleetConfig.model_validate(cleaned)
     except ValidationError as err:
-        formatted = format_validation_error(FLEET_CONFIG_KEY, err)
-        raise ConfigError(FLEET_CONFIG_KEY, [*spelling, *formatted.problems]) from None
+        formatted = format_validation_error(FLEET_CONFIG_KEY, err, model=FleetConfig)
+        # The cross-field checks pydantic skipped because of these errors (each worker's platform checks
+        # included), on the fields that are valid.
+        skipped = skipped_checks(FleetConfig, cleaned, error_places(err), FLEET_CONFIG_KEY)
+        raise ConfigError(FLEET_CONFIG_KEY, list(dict.fromkeys([*spelling, *formatted.problems, *skipped]))) from None
     if spelling:
         raise ConfigError(FLEET_CONFIG_KEY, spelling)
     return config

@@ -7,8 +7,9 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from components.config.base import ConfigModel, problems_error
-from components.config.errors import describe, show_value
+from components.config.errors import format_validation_error
 from components.config.priorities import HotswapMode
+from components.config.spelling import camel_case_keys
 
 # Keys the package derives from the rest of the stack; setting them in `settings` would contradict it.
 DERIVED_SETTINGS = {
@@ -84,13 +85,16 @@ class HotswapSettings(ConfigModel):
         problems = [f".settings.{key}: {why}" for key, why in DERIVED_SETTINGS.items() if key in self.settings]
         if "mode" in self.settings:
             problems.append(".settings.mode: use `hotswap.mode` (it also sets the PriorityClasses' preemption policy)")
-        if not problems:
-            try:
-                HotswapConfig.model_validate({**self.settings, "mode": self.mode.value})
-            except ValidationError as err:
-                for item in err.errors(include_url=False):
-                    path = ".".join(str(p) for p in item["loc"])
-                    problems.append(f".settings.{path}: {describe(item)} (got {show_value(item.get('input'))})")
+        # The reconciler's model also takes field names; in a stack, as everywhere in it, keys are camelCase.
+        settings, spelling = camel_case_keys(HotswapConfig, self.settings, ".settings")
+        problems += spelling
+        # The rest is checked in the same run, without the keys refused above (the reconciler's schema has them).
+        rest = {k: v for k, v in settings.items() if k not in DERIVED_SETTINGS and k != "mode"}
+        try:
+            HotswapConfig.model_validate({**rest, "mode": self.mode.value})
+        except ValidationError as err:
+            # In the stack's words: an unknown key named with the setting meant, no library messages.
+            problems += format_validation_error(".settings", err, model=HotswapConfig).problems
         if problems:
             raise problems_error(problems)
         return self

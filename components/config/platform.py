@@ -21,6 +21,7 @@ from components.config.errors import ConfigError, format_validation_error
 from components.config.hotswap import HotswapSettings
 from components.config.inputs import InputStr
 from components.config.kueue import JobSetSettings, KueueSettings, duration_seconds
+from components.config.partial import error_places, independent, skipped_checks
 from components.config.priorities import PriorityTier, default_tiers
 from components.config.queues import LADDER_ORDER, RESERVED_NAMESPACES, ClusterQueueSpec, QueuesConfig
 from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
@@ -114,6 +115,41 @@ class PlatformConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _cross_field(self) -> PlatformConfig:
+        # Independent checks, so that on a partly valid stack (components.config.partial) each one that can be
+        # judged on the valid fields still reports in the same run as the field mistakes.
+        pools = independent(self._pool_name_problems)
+        priorities = independent(self._priority_problems)
+        problems = [
+            *pools,
+            *independent(self._zone_problems),
+            *independent(
+                self._additional_zone_problems,
+                lambda: version_floor_problems(self.cluster.min_master_version, gke_version_needs(self._flex())),
+                self._queued_provisioning_problems,
+            ),
+            *priorities,
+        ]
+        # Quotas are judged against the flavors the pools make, and entitlements against the tiers: with clashing
+        # pool names or tiers those would only repeat the same mistake in other words.
+        if not pools:
+            problems += independent(self._queue_problems, self._exempt_namespace_problems)
+            if not priorities:
+                problems += independent(
+                    lambda: team_problems(self.teams, self.priorities, effective_local_queues(self.queues))
+                )
+        problems += independent(
+            self._system_zone_problems,
+            lambda: existing_cluster_problems(self) if self.cluster.is_existing() else [],
+            lambda: starvation_grace_problems(self),
+        )
+        if problems:
+            raise problems_error(problems)
+        return self
+
+    def _flex(self) -> list[int]:
+        return [i for i, g in enumerate(self.tpu_pools) if g.capacity.mode is CapacityMode.FLEX_START]
+
+    def _pool_name_problems(self) -> list[str]:
         problems: list[str] = []
         seen: dict[str, int] = {}
         pool_names: dict[str, str] = {}
@@ -132,42 +168,45 @@ class PlatformConfig(ConfigModel):
                 pool_names.setdefault(pool, group.name)
             if group.name == SYSTEM_POOL_NAME:
                 problems.append(f".tpuPools[{i}].name: {SYSTEM_POOL_NAME!r} is reserved for the system node pool")
-            if not group.zone.startswith(f"{self.region}-"):
-                problems.append(
-                    f".tpuPools[{i}].zone: {group.zone!r} is not in region {self.region!r}; a TPU pool's zone "
-                    f"must be in the cluster's region; {allowed_zones(self.region, self.additional_tpu_zones)}"
-                )
-            elif problem := zone_problem(f".tpuPools[{i}].zone", group.zone, self.region, self.additional_tpu_zones):
-                problems.append(problem)
-        for j, zone in enumerate(self.additional_tpu_zones):
-            if not zone.startswith(f"{self.region}-") or zone.count("-") != 2:
-                problems.append(
-                    f".additionalTpuZones[{j}]: {zone!r} is not a zone of region {self.region!r} "
-                    f"(expected `{self.region}-<zone letter>`, e.g. `{self.region}-a`)"
-                )
-        flex = [i for i, g in enumerate(self.tpu_pools) if g.capacity.mode is CapacityMode.FLEX_START]
-        problems += version_floor_problems(self.cluster.min_master_version, gke_version_needs(flex))
-        problems += self._queued_provisioning_problems()
-        problems += self._priority_problems()
-        if not problems:
-            problems += self._queue_problems()
-            problems += team_problems(self.teams, self.priorities, effective_local_queues(self.queues))
-            exempt = set(self.admission_policy.exempt_namespaces)
-            for i, lq in enumerate(effective_local_queues(self.queues)):
-                if lq.namespace in exempt:
-                    problems.append(
-                        f".admissionPolicy.exemptNamespaces: {lq.namespace!r} has a LocalQueue "
-                        f"(queues.localQueues[{i}]); team namespaces are always checked, so remove it from the list"
-                    )
-        for j, zone in enumerate(self.system_pool.zones):
-            if not zone.startswith(f"{self.region}-"):
-                problems.append(f".systemPool.zones[{j}]: {zone!r} is not in region {self.region!r}")
-        if self.cluster.is_existing():
-            problems += existing_cluster_problems(self)
-        problems += starvation_grace_problems(self)
-        if problems:
-            raise problems_error(problems)
-        return self
+        return problems
+
+    def _zone_problems(self) -> list[str]:
+        # Pool by pool: a pool whose zone failed its own check leaves the others' checked.
+        return independent(*(lambda i=i: self._pool_zone_problems(i) for i in range(len(self.tpu_pools))))
+
+    def _pool_zone_problems(self, i: int) -> list[str]:
+        zone = self.tpu_pools[i].zone
+        if not zone.startswith(f"{self.region}-"):
+            return [
+                f".tpuPools[{i}].zone: {zone!r} is not in region {self.region!r}; a TPU pool's zone "
+                f"must be in the cluster's region; {allowed_zones(self.region, self.additional_tpu_zones)}"
+            ]
+        problem = zone_problem(f".tpuPools[{i}].zone", zone, self.region, self.additional_tpu_zones)
+        return [problem] if problem else []
+
+    def _additional_zone_problems(self) -> list[str]:
+        return [
+            f".additionalTpuZones[{j}]: {zone!r} is not a zone of region {self.region!r} "
+            f"(expected `{self.region}-<zone letter>`, e.g. `{self.region}-a`)"
+            for j, zone in enumerate(self.additional_tpu_zones)
+            if not zone.startswith(f"{self.region}-") or zone.count("-") != 2
+        ]
+
+    def _exempt_namespace_problems(self) -> list[str]:
+        exempt = set(self.admission_policy.exempt_namespaces)
+        return [
+            f".admissionPolicy.exemptNamespaces: {lq.namespace!r} has a LocalQueue "
+            f"(queues.localQueues[{i}]); team namespaces are always checked, so remove it from the list"
+            for i, lq in enumerate(effective_local_queues(self.queues))
+            if lq.namespace in exempt
+        ]
+
+    def _system_zone_problems(self) -> list[str]:
+        return [
+            f".systemPool.zones[{j}]: {zone!r} is not in region {self.region!r}"
+            for j, zone in enumerate(self.system_pool.zones)
+            if not zone.startswith(f"{self.region}-")
+        ]
 
     def _priority_problems(self) -> list[str]:
         problems: list[str] = []
@@ -388,8 +427,10 @@ def parse_platform_config(raw: Any, *, stack_file: bool = False) -> PlatformConf
     try:
         config = PlatformConfig.model_validate(cleaned)
     except ValidationError as err:
-        formatted = format_validation_error(CONFIG_KEY, err)
-        raise ConfigError(CONFIG_KEY, [*spelling, *formatted.problems]) from None
+        formatted = format_validation_error(CONFIG_KEY, err, model=PlatformConfig)
+        # The cross-field checks pydantic skipped because of these errors, on the fields that are valid.
+        skipped = skipped_checks(PlatformConfig, cleaned, error_places(err), CONFIG_KEY)
+        raise ConfigError(CONFIG_KEY, list(dict.fromkeys([*spelling, *formatted.problems, *skipped]))) from None
     if spelling:
         raise ConfigError(CONFIG_KEY, spelling)
     return config

@@ -272,7 +272,9 @@ class QueuesConfig(ConfigModel):
         ):
             seen: dict[str, int] = {}
             for i, item in enumerate(items):
-                item_name = str(getattr(item, "name", ""))
+                item_name = getattr(item, "name", None)
+                if item_name is None:
+                    continue  # a partly valid item whose name failed (reported on its own)
                 if item_name in seen:
                     problems.append(f".{field}[{i}].name: {item_name!r} is already used by {field}[{seen[item_name]}]")
                 seen.setdefault(item_name, i)
@@ -312,7 +314,7 @@ class QueuesConfig(ConfigModel):
                         f"(have: {', '.join(sorted(cq_names)) or 'none'})"
                     )
         if (self.local_queues is None) != (self.cluster_queues is None):
-            problems.append(": set both `clusterQueues` and `localQueues`, or neither (for the defaults)")
+            problems.append("set both `clusterQueues` and `localQueues`, or neither (for the defaults)")
         if problems:
             raise problems_error(problems)
         return self

@@ -16,7 +16,7 @@ from typing import Any, Union
 from pydantic import BaseModel
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def models_in(annotation: Any) -> list[type[BaseModel]]:
     """The pydantic models a field's value (or its list/dict items) may be."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
@@ -29,11 +29,11 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
             args = args[1:]
         elif origin is typing.Annotated:
             args = args[:1]
-        return [m for arg in args for m in _models_in(arg)]
+        return [m for arg in args for m in models_in(arg)]
     return []
 
 
-def _pick(models: list[type[BaseModel]], data: dict[str, Any]) -> type[BaseModel] | None:
+def pick_model(models: list[type[BaseModel]], data: dict[str, Any]) -> type[BaseModel] | None:
     """Of a union's models, the one whose fields (either spelling) cover most keys."""
     if not models:
         return None
@@ -50,7 +50,7 @@ def _walk(value: Any, models: list[type[BaseModel]], path: str, problems: list[s
         return [_walk(item, models, f"{path}[{i}]", problems) for i, item in enumerate(value)]
     if not isinstance(value, dict):
         return value
-    model = _pick(models, value)
+    model = pick_model(models, value)
     if model is None:
         return value
     fields = model.model_fields
@@ -69,7 +69,7 @@ def _walk(value: Any, models: list[type[BaseModel]], path: str, problems: list[s
             problems.append(f"{path}.{key}: settings are camelCase; write `{alias}`")
             name = alias
         target = fields.get(key) if field is not None else next((f for f in fields.values() if f.alias == key), None)
-        out[name] = _walk(item, _models_in(target.annotation) if target is not None else [], f"{path}.{name}", problems)
+        out[name] = _walk(item, models_in(target.annotation) if target is not None else [], f"{path}.{name}", problems)
     return out
 
 

@@ -4,8 +4,13 @@ Source: "TPU regions and zones", https://cloud.google.com/tpu/docs/regions-zones
 The table lists what that page names for v6e without qualification. Not in it, on purpose:
 - zones the page lists for v6e only as single-tenant capacity or as AI zones (a project with such capacity knows
   its zone and names it in `platform.additionalTpuZones`);
-- the page's Asia Pacific and South America v6e rows, which the copy read for this table did not show legibly:
-  a zone there that offers v6e is accepted once named in `platform.additionalTpuZones`.
+- the page's Asia Pacific and South America v6e rows. Looked for again on 2026-12-06 in the stored copies of the
+  page (cloud.google.com/tpu/docs/regions-zones, .../regions, docs.cloud.google.com/tpu/docs/types-zones and
+  .../regions-zones.md.txt, and the page's Japanese, German and Portuguese versions): every copy that was legible
+  ends before those sections, and the one that reaches the Asia Pacific v6e row (the Japanese page) shows the row
+  without its zones. No zone is guessed: a zone there that offers v6e is accepted once named in
+  `platform.additionalTpuZones`. The newest copy's North America and Europe v6e rows are the table's, plus AI
+  zones (`us-central1-ai1`, `us-south1-ai1b`), left out as said above.
 A zone Google launches later is accepted the same way, without waiting for a release of this package; to check a
 zone: `gcloud compute tpus accelerator-types list --zone=<zone> --filter='name~v6e'`.
 """

@@ -56,7 +56,8 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     blocked, planned, held = preempted.blocked, preempted.planned, preempted.held
     # After infra preemption, which has first call on the victim budget; before releases, so the slices these
     # ops reserve are not handed to released victims.
-    rest = [i for i in inversions if i.preemptor.uid not in contested]
+    # Contested preemptors an op taken over later in the pass may have unblocked are tried again with the rest.
+    rest = [i for i in inversions if i.preemptor.uid not in contested or i.preemptor.uid in ledger.contested_blocked]
     resolve_inversions(world, ledger, config.max_victims_per_pass - ledger.added - held, rest)
     held += ledger.added
     released = plan_releases(world, ledger, blocked)

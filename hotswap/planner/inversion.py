@@ -168,7 +168,10 @@ def resolve_contested(world: World, ledger: Ledger, inversions: list[Inversion])
     # A slice another op reserves is taken over only from a preemptor sharing it (then held); else it is left.
     pending = [i for i in inversions if i.pool not in reserved_by or reserved_by[i.pool] in i.occupants]
     budget = world.config.max_victims_per_pass - ledger.added
-    _resolve(world, ledger, pending, budget, {p for p, uid in reserved_by.items() if uid != preemptor.uid})
+    deferred: list[Decision] = []
+    _resolve(world, ledger, pending, budget, {p for p, uid in reserved_by.items() if uid != preemptor.uid}, deferred)
+    if deferred:
+        ledger.contested_blocked[preemptor.uid] = deferred[0]
 
 
 def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: list[Inversion]) -> int:
@@ -191,14 +194,47 @@ def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: li
         if _due(world, ledger, found):
             due.setdefault(found.preemptor.uid, []).append(found)
     held = 0
-    for group in sorted(due.values(), key=lambda g: _rank(g[0].preemptor)):
-        held += _resolve(world, ledger, group, budget - held, _NOBODY)
+    settled: set[str] = set()  # preemptors that got an op, or a Blocked event of this round
+    pending = sorted(due.values(), key=lambda g: _rank(g[0].preemptor))
+    # A group blocked only by an occupant that a group after it then claims (its pods are going) is tried again,
+    # so this pass does what the next one would (I11); a Blocked event goes out only for what stays blocked.
+    while pending:
+        blocked: list[list[Inversion]] = []
+        decisions: list[Decision] = []
+        progressed = False
+        for group in pending:
+            deferred: list[Decision] = []
+            count = _resolve(world, ledger, group, budget - held, _NOBODY, deferred)
+            if deferred:
+                blocked.append(group)
+                decisions += deferred
+            elif count:
+                held += count
+                progressed = True
+                settled.add(group[0].preemptor.uid)
+        if not progressed or not blocked:
+            ledger.events.extend(decisions)
+            settled.update(g[0].preemptor.uid for g in blocked)
+            break
+        pending = blocked
+    # A contested preemptor this round neither served nor refused keeps the refusal `resolve_contested` made.
+    for uid, decision in ledger.contested_blocked.items():
+        if uid not in settled:
+            ledger.events.append(decision)
     return held
 
 
-def _resolve(world: World, ledger: Ledger, inversions: list[Inversion], budget: int, reserved: AbstractSet[str]) -> int:
+def _resolve(
+    world: World,
+    ledger: Ledger,
+    inversions: list[Inversion],
+    budget: int,
+    reserved: AbstractSet[str],
+    deferred: list[Decision] | None = None,
+) -> int:
     """One preemptor's due inversions, all or nothing; returns how many were held. `reserved`: slices recorded
-    ops not yet advanced reserve (besides `ledger.reserved`), not to be kept for the preemptor (I3)."""
+    ops not yet advanced reserve (besides `ledger.reserved`), not to be kept for the preemptor (I3). `deferred`:
+    where a Blocked event goes instead of the ledger, so the caller may try the group again first."""
     inversions = [i for i in inversions if i.pool not in ledger.reserved]
     if not inversions:
         return 0
@@ -235,14 +271,13 @@ def _resolve(world: World, ledger: Ledger, inversions: list[Inversion], budget: 
     if not refusals and len(victims) > budget:
         refusals.append(f"{len(victims)} victims but only {max(budget, 0)} may be held this pass (maxVictimsPerPass)")
     if refusals:
-        ledger.events.append(
-            Decision(
-                EventReason.BLOCKED,
-                preemptor.jobset_ref(),
-                "slice priority inversion not resolved: " + "; ".join(refusals),
-                type=EventType.WARNING,
-            )
+        decision = Decision(
+            EventReason.BLOCKED,
+            preemptor.jobset_ref(),
+            "slice priority inversion not resolved: " + "; ".join(refusals),
+            type=EventType.WARNING,
         )
+        (ledger.events if deferred is None else deferred).append(decision)
         return 0
     aborted = {p for v in victims.values() if v.op is not None for p in v.op.reserved}  # void once taken over
     kept = _own_pools(world, ledger, preemptor, pools, set(reserved) - aborted)

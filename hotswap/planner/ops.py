@@ -52,6 +52,9 @@ class Ledger:
     """Infra-disrupted preemptors that take no victims yet: their failure is younger than `evictionDelay`."""
     deadlines: list[datetime] = field(default_factory=list)
     """Instants this pass's decisions change by the clock alone (e.g. an `evictionDelay` ending)."""
+    contested_blocked: dict[str, Decision] = field(default_factory=dict)
+    """Preemptor uid → the Blocked event of its contested inversion (`resolve_contested`), not emitted yet: an op
+    taken over later in the pass may free what blocked it, so `resolve_inversions` tries it again (I11)."""
     taken_over: dict[str, str] = field(default_factory=dict)
     """Preemptor uid → why: held this pass by a strictly higher preemptor that needs its slice (I9); its op is
     aborted (the hold write removes it) and claims nothing."""

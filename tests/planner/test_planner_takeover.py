@@ -319,3 +319,33 @@ def test_takeovers_keep_the_invariants_and_are_idempotent(snapshot: ClusterSnaps
     assert not last.actions, "passes did not converge"
     if sum(isinstance(a, HoldVictim) for a in result.actions) < victims:
         assert idempotence_violations(snapshot, result, config) == []
+
+
+def test_a_contested_preemptor_blocked_by_an_op_another_takes_over_is_served_in_the_same_pass() -> None:
+    """I11, found by Hypothesis. `medium` (500, cq) keeps an op reserving s and has pods on s and t. `a-high` (1000,
+    cq-c, a queue with no cohort) bound its leader on t, next to medium's pod and `lowc`'s (5, cq-c); `b-high`
+    (1000, cq) on s. a-high is tried first: medium is out of its scope, so it is blocked; then b-high takes
+    medium's op over and holds it. Medium's pods are going, so a-high's other occupant, lowc, is a victim it may
+    take in this pass, not only in the next."""
+    fleet = Fleet().slices("s", "t", "m0")
+    fleet.queue("cq-c", None)
+    a_high = fleet.run(JobSetBuilder("ml", "a-high").replicated_job("w", 1).restarts(1), [], 1000, "cq-c")
+    b_high = fleet.run(JobSetBuilder("ml", "b-high").replicated_job("w", 1).restarts(1), [], 1000)
+    med = fleet.run(JobSetBuilder("ml", "medium").replicated_job("w", 2).restarts(1), [], 500, admitted_at=RESTARTED)
+    low = fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), [], 10)
+    lowc = fleet.run(JobSetBuilder("ml", "lowc").replicated_job("w", 1), [], 5, "cq-c")
+    fleet.pods = [p for p in fleet.pods if p.jobset_name != lowc.name]
+    fleet.fail("m0", FAILED_AT, hosts=4)
+    _departed(fleet, med, "m0")
+    _held(fleet, low, med, "op-medium")
+    _record(fleet, med, OpRecord("op-medium", 0, ("s",), (fleet.workload_of(low).key,), OP_SINCE))
+    _bind(fleet, med, 0, "s", [0, 1, 2], pending=1)
+    _bind(fleet, med, 1, "t", [0], pending=3)
+    _bind(fleet, lowc, 0, "t", [1, 2], pending=2)
+    for js, queue, pool in ((a_high, "cq-c", "t"), (b_high, "cq", "s")):
+        fleet.set_workload(WorkloadBuilder.from_obj(fleet.workload_of(js)).admitted(queue, RESTARTED).obj())
+        _bind(fleet, js, 0, pool, [3], pending=3)
+    result = run(fleet.snapshot())
+    held = {a.workload.key for a in result.actions if isinstance(a, HoldVictim)}
+    assert held == {fleet.workload_of(med).key, fleet.workload_of(lowc).key}
+    assert not any(e.reason is EventReason.BLOCKED for e in result.events)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from hotswap.sim.cohort import Cohort
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder
 from hotswap.sim.params import FailureKind, Scenario, Timing
@@ -28,6 +29,8 @@ class SimHost(Protocol):
     track_departures: bool
     chips_per_slice: int
     quota_chips: int
+    cohort: Cohort | None
+    """Several ClusterQueues in a cohort (multi-team scenario); None: one ClusterQueue of quota_chips."""
 
     @property
     def now(self) -> float: ...

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from hotswap.sim.cohort import Cohort
 from hotswap.sim.params import Capacity
 from hotswap.sim.state import Job, JobState, Slice
 
@@ -33,8 +34,12 @@ def _demand(job: Job, chips_per_slice: int) -> int:
     return job.slices * chips_per_slice
 
 
-def plan_admission(jobs: Iterable[Job], quota_chips: int, chips_per_slice: int, now: float = 0.0) -> AdmissionPlan:
+def plan_admission(
+    jobs: Iterable[Job], quota_chips: int, chips_per_slice: int, now: float = 0.0, cohort: Cohort | None = None
+) -> AdmissionPlan:
     jobs = list(jobs)
+    if cohort is not None:
+        return plan_cohort_admission(jobs, cohort, chips_per_slice, now)
     admitted = [j for j in jobs if j.quota_reserved]
     used = sum(_demand(j, chips_per_slice) for j in admitted)
     queued = sorted(
@@ -66,6 +71,35 @@ def plan_admission(jobs: Iterable[Job], quota_chips: int, chips_per_slice: int, 
         plan.preempt.extend(chosen)
         # The preemptor is admitted on a later cycle, once the victims' quota is released.
         break
+    return plan
+
+
+def queued_in_order(jobs: Iterable[Job], now: float) -> list[Job]:
+    """Pending workloads Kueue may admit now, in queue order (priority, then creation)."""
+    return sorted(
+        (j for j in jobs if j.state is JobState.QUEUED and j.active and not j.quota_reserved and j.requeue_at <= now),
+        key=lambda j: (-j.priority, j.created, j.id),
+    )
+
+
+def plan_cohort_admission(jobs: list[Job], cohort: Cohort, chips_per_slice: int, now: float) -> AdmissionPlan:
+    """`plan_admission` for several ClusterQueues in one cohort (`hotswap.sim.cohort`): each queue's heads in
+    one priority order (Kueue's scheduler takes the heads of every ClusterQueue and orders them the same way),
+    borrowing when the cohort has quota to lend, preempting as `Cohort.victims` allows."""
+    used = cohort.usage(jobs, chips_per_slice)
+    ranked = [j for j in jobs if j.quota_reserved and j.state is JobState.ADMITTED]
+    plan = AdmissionPlan()
+    for w in queued_in_order(jobs, now):
+        need = _demand(w, chips_per_slice)
+        if cohort.fits(used, w.cls.queue, need):
+            plan.admit.append(w)
+            used[w.cls.queue] += need
+            continue
+        chosen = cohort.victims(w, ranked, used, chips_per_slice)
+        if not chosen:
+            continue
+        plan.preempt.extend(chosen)
+        break  # as in `plan_admission`: the preemptor is admitted once its victims are gone
     return plan
 
 

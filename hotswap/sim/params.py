@@ -280,6 +280,35 @@ class JobClass(_Frozen):
         description="JobSet rule RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy (spec B.10). Off in "
         "Google's hotswap example [V], so preemptions burn maxRestarts.",
     )
+    queue: str = Field(
+        "",
+        description="The ClusterQueue (Scenario.cluster_queues) this class submits to; '' with no cluster_queues "
+        "(one ClusterQueue whose quota is the fleet).",
+    )
+
+
+class ClusterQueueSpec(_Frozen):
+    """One ClusterQueue of a cohort (Scenario.cluster_queues): a team's nominal quota, what it lends and borrows."""
+
+    name: str = Field(description="ClusterQueue name; JobClass.queue refers to it.")
+    nominal_slices: int = Field(ge=0, description="Nominal quota in slices (chips = slices x chips per slice).")
+    lending_limit_slices: int | None = Field(
+        None,
+        ge=0,
+        description="lendingLimit in slices: how much of the nominal quota the cohort may borrow (None: all).",
+    )
+    borrowing_limit_slices: int | None = Field(
+        None, ge=0, description="borrowingLimit in slices: how far above nominal it may borrow (None: no limit)."
+    )
+
+    @model_validator(mode="after")
+    def _lending_within_nominal(self) -> ClusterQueueSpec:
+        if self.lending_limit_slices is not None and self.lending_limit_slices > self.nominal_slices:
+            raise ValueError(
+                f"cluster_queues[{self.name}].lending_limit_slices={self.lending_limit_slices} exceeds "
+                f"nominal_slices={self.nominal_slices}"
+            )
+        return self
 
 
 class Fleet(_Frozen):
@@ -403,6 +432,11 @@ class Scenario(_Frozen):
     high_priority: int | None = Field(
         None, description="Priorities >= this count as 'high' in metrics (default: the top class)."
     )
+    cluster_queues: tuple[ClusterQueueSpec, ...] = Field(
+        (),
+        description="Several ClusterQueues in one cohort (issue 37: the multi-team scenario), each class submitting "
+        "to its `queue`; empty: one ClusterQueue whose quota is the fleet. Not combined with a capacity ladder.",
+    )
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Scenario:
@@ -412,6 +446,20 @@ class Scenario(_Frozen):
         for c in self.classes:
             if c.slices > self.fleet.slices:
                 raise ValueError(f"classes[{c.name}].slices={c.slices} exceeds fleet.slices={self.fleet.slices}")
+        queues = {q.name for q in self.cluster_queues}
+        if len(queues) != len(self.cluster_queues):
+            raise ValueError(f"cluster_queues: names must be unique, got {[q.name for q in self.cluster_queues]}")
+        for c in self.classes:
+            if queues and c.queue not in queues:
+                raise ValueError(
+                    f"classes[{c.name}].queue={c.queue!r}: must name one of cluster_queues {sorted(queues)}"
+                )
+            if not queues and c.queue:
+                raise ValueError(f"classes[{c.name}].queue={c.queue!r}: needs cluster_queues (empty: leave queue '')")
+        if queues and self.fleet.ladder:
+            raise ValueError(
+                "cluster_queues: not modelled together with a capacity ladder (fleet.spot_slices/queued_slices)"
+            )
         return self
 
     @property

@@ -260,9 +260,10 @@ def verdicts(
     return out
 
 
-NOT_LIKE_FOR_LIKE = {("ladder", "kueue-tas"), ("ladder", "hero")}
-"""(scenario, peer) cells that do not compare like with like (docs/benchmarks.md, "What was compared"): on the
-ladder the TAS peers run single-flavor admission without the queued capacity."""
+NOT_LIKE_FOR_LIKE: frozenset[tuple[str, str]] = frozenset()
+"""(scenario, peer) cells that do not compare like with like (docs/benchmarks.md, "What was compared"). Empty
+since issue 37: on the ladder the TAS peers now run behind the same flavor order and queued capacity
+(`tas.plan_ladder_admission`); "What each peer did" shows the provisioned chip-hours."""
 
 
 def standing_markdown(report: Mapping[str, Any]) -> str:
@@ -363,8 +364,11 @@ def actions_markdown(report: Mapping[str, Any]) -> str:
                 for k, v in acts.items()
                 if k.startswith("hero_drains_ended_")
             )
-            rows.append([name if i == 0 else "", policy, *cells, ended])
-    return "\n".join(_table(("scenario", "policy", *ACTION_LABELS.values(), "hero drains ended"), rows))
+            chip_s = block["policies"][policy].get("provisioned_chip_s")
+            provisioned = "n/a" if chip_s is None else _num(round(chip_s / 3600.0))
+            rows.append([name if i == 0 else "", policy, *cells, ended, provisioned])
+    head = ("scenario", "policy", *ACTION_LABELS.values(), "hero drains ended", "provisioned chip-h (all seeds)")
+    return "\n".join(_table(head, rows))
 
 
 def fleet_markdown(fleet: Mapping[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hotswap.sim.params import HOUR, MINUTE, Failures, Fleet, JobClass, RepairBand, Scenario
+from hotswap.sim.params import HOUR, MINUTE, ClusterQueueSpec, Failures, Fleet, JobClass, RepairBand, Scenario
 
 DEFAULT_SEED = 20260901
 DEFAULT_SEEDS = 4
@@ -17,7 +17,8 @@ under this many times the seeds; together they add about 9 minutes on 2 cores.""
 def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Scenario]:
     """S1 at 1x and 3x, S2 storm, S3 long repairs, a fleet with spare slices, single-host pools with spare VMs
     (kueue-tas's best case), storms that disrupt several high-priority JobSets at once (issue 19 item 3) and a
-    capacity ladder of reservation, spot and queued flex-start slices (issue 20).
+    capacity ladder of reservation, spot and queued flex-start slices (issue 20) and two teams sharing the fleet
+    through a cohort, the hero controller's home ground (issue 37).
     `scale` multiplies every horizon (tests use < 1).
 
     No JobSet publishes a checkpoint (`checkpoint_signal` off): what a new platform has, and the bench's headline;
@@ -46,6 +47,7 @@ def standard_scenarios(seed: int = DEFAULT_SEED, scale: float = 1.0) -> list[Sce
         spare_nodes(seed, scale),
         multi_disruption(seed, scale),
         ladder(seed, scale),
+        multi_team(seed, scale),
     ]
     return [sc.model_copy(update={"checkpoint_signal": False}) for sc in scenarios]
 
@@ -185,3 +187,39 @@ def ladder(seed: int = DEFAULT_SEED, scale: float = 1.0) -> Scenario:
         classes=classes,
         failures=Failures(rate_multiplier=3.0),
     )
+
+
+def multi_team(seed: int = DEFAULT_SEED, scale: float = 1.0) -> Scenario:
+    """Two teams' ClusterQueues in one cohort, shaped like the `prod` stack (stacks/Pulumi.prod.yaml: team-a runs
+    the critical work, team-b regular training and lends part of its quota), on a 32-slice fleet (issue 37 item 2).
+
+    team-a: 6 two-slice high-priority JobSets (12 slices) on a nominal quota of 10 slices, so it borrows 2 from
+    team-b at all times. team-b: 8 medium and 12 low one-slice JobSets (20 slices) on a nominal 22 slices with
+    lendingLimit 4 (prod's team-b also lends part of its quota). When a high JobSet's slice fails and Kueue evicts
+    it, its quota is free again, but every healthy slice is held by team-b's workloads within team-b's own quota,
+    which Kueue may not preempt (reclaimWithinCohort takes only quota a ClusterQueue borrows, and team-b borrows
+    none): the hero controller's premise (its docs/PLAN.md sec. 1), so hero drains domains for it. Simplified from
+    prod: team-a has one tier and team-b two (prod's maxTier gives team-a high and team-b low), no spot pool, no
+    fair sharing. Failures as in steady_3x.
+    """
+    classes = (
+        JobClass(name="high", priority=2_000_000, slices=2, population=6, mean_duration_h=72.0, queue="team-a"),
+        JobClass(name="medium", priority=1_500_000, slices=1, population=8, mean_duration_h=24.0, queue="team-b"),
+        JobClass(name="low", priority=1_000_000, slices=1, population=12, mean_duration_h=12.0, queue="team-b"),
+    )
+    return Scenario(
+        name="multi_team",
+        seed=seed,
+        horizon_h=MULTI_TEAM_HORIZON_H * scale,
+        fleet=Fleet(slices=32),
+        classes=classes,
+        failures=Failures(rate_multiplier=3.0),
+        cluster_queues=(
+            ClusterQueueSpec(name="team-a", nominal_slices=10),
+            ClusterQueueSpec(name="team-b", nominal_slices=22, lending_limit_slices=4),
+        ),
+    )
+
+
+MULTI_TEAM_HORIZON_H = 2920.0
+"""Half of steady_3x's horizon: about 50 high-priority incidents per seed."""

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from hotswap.sim import kubescheduler, kueue
+from hotswap.sim.cohort import Cohort
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder, summarise
 from hotswap.sim.params import HOUR, Capacity, FailureClock, FailureKind, JobClass, RepairBand, Scenario
@@ -57,6 +58,7 @@ class Simulator:
             self._init_capacity(s)
         self.chips_per_slice = fleet.hosts_per_slice * fleet.chips_per_host
         self.quota_chips = fleet.slices * self.chips_per_slice
+        self.cohort = Cohort.of(scenario, self.chips_per_slice)  # None: one ClusterQueue of quota_chips
         self.jobs: list[Job] = []
         self.live: dict[Job, None] = {}  # not finished / failed; insertion-ordered for determinism
         self.rec = Recorder(high_threshold=scenario.high_threshold)
@@ -822,7 +824,7 @@ class Simulator:
         """Kueue's quota-only admission: one flavor, or one per capacity mode in ladder order."""
         fleet = self.scenario.fleet
         if not fleet.ladder:
-            return kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now)
+            return kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now, self.cohort)
         quotas = {c: fleet.slices_of(c) * self.chips_per_slice for c in kueue.LADDER}
         return kueue.plan_ladder_admission(self.live, quotas, self.chips_per_slice, self.now)
 

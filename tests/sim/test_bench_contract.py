@@ -42,6 +42,7 @@ def test_the_json_keeps_the_documented_shape(report: tuple[dict[str, Any], Path]
         "spare_nodes",
         "multi_disruption",
         "ladder",
+        "multi_team",
     }
     for name, block in data["scenarios"].items():
         assert isinstance(block["params"], dict) and block["params"]["name"] == name

@@ -148,9 +148,10 @@ def test_the_standing_table_names_the_peers_the_reconciler_is_behind() -> None:
     report = {"scenarios": {"ladder": {"per_seed": per_seed, "policies": per_seed["0"]}}}
     row = next(line for line in standing_markdown(report).splitlines() if line.startswith("| ladder"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1] == "hero (not like for like)"  # weighted badput: behind
-    assert cells[2] == "kueue-tas (not like for like)"  # tie (identical figures)
-    assert cells[4] == "hero (not like for like)"  # victims' loss: behind
+    # Since issue 37 the TAS peers run the ladder like for like: no cell carries a caveat.
+    assert cells[1] == "hero"  # weighted badput: behind
+    assert cells[2] == "kueue-tas"  # tie (identical figures)
+    assert cells[4] == "hero"  # victims' loss: behind
 
 
 def test_rescore_recomputes_the_tier_badput_from_the_recorded_figures() -> None:

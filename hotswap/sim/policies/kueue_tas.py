@@ -32,11 +32,12 @@ retry pacing, and kube-scheduler preemption (TAS pods are placed by Kueue, Prior
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
 from hotswap.sim import tas
-from hotswap.sim.kueue import AdmissionPlan
+from hotswap.sim.kueue import LADDER, AdmissionPlan
 from hotswap.sim.state import Job, JobState
 
 if TYPE_CHECKING:
@@ -62,14 +63,26 @@ class KueueTASPolicy:
         self._sim = sim
 
     def plan_admission(self, now: float) -> AdmissionPlan:
+        return self._plan(self.sim.live, now)
+
+    def _plan(self, jobs: Iterable[Job], now: float) -> AdmissionPlan:
+        """Kueue TAS admission of `jobs`: on a capacity ladder with the quota-model policies' flavor order and
+        queued capacity (`tas.plan_ladder_admission`), else one flavor, or a cohort's ClusterQueues."""
         sim = self.sim
+        fleet = sim.scenario.fleet
+        if fleet.ladder:
+            quotas = {c: fleet.slices_of(c) * sim.chips_per_slice for c in LADDER}
+            return tas.plan_ladder_admission(
+                jobs, sim.slices, quotas, sim.chips_per_slice, now, preempt_for_topology=self.preempt_for_topology
+            )
         return tas.plan_admission(
-            sim.live,
+            jobs,
             sim.slices,
             sim.quota_chips,
             sim.chips_per_slice,
             now,
             preempt_for_topology=self.preempt_for_topology,
+            cohort=sim.cohort,
         )
 
     def on_change(self) -> None:

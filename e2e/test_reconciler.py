@@ -103,6 +103,7 @@ def test_the_reconcilers_rbac_allows_what_it_does(target: Target, stack: list[Js
         ("list", "jobsets.jobset.x-k8s.io", None),
         ("watch", "pods", None),
         ("list", "nodes", None),
+        ("patch", "nodes", None),
         ("create", "events.events.k8s.io", "default"),
         ("update", "leases.coordination.k8s.io/hotswap-reconciler", lease_ns),
     ]
@@ -117,6 +118,37 @@ def test_the_reconcilers_rbac_allows_what_it_does(target: Target, stack: list[Js
         "auth", "can-i", "delete", "jobsets.jobset.x-k8s.io", f"--as={who}", "-A", check=False
     )
     assert forbidden.stdout.strip() == "no"
+
+
+def test_the_node_scope_policy_lets_the_reconciler_change_only_its_taint(target: Target, stack: list[JsonObj]) -> None:
+    """RBAC grants the reconciler `patch nodes`; the stack's ValidatingAdmissionPolicy narrows it to its quarantine
+    taint. The real API server judges, with the reconciler's identity (impersonated)."""
+    who = f"--as=system:serviceaccount:{_deployment(stack)['metadata']['namespace']}:hotswap-reconciler"
+    nodes = json.loads(target.kubectl.run("get", "nodes", "-o", "json").stdout)["items"]
+    node = sorted(n["metadata"]["name"] for n in nodes)[0]
+    taint = "hotswap.gke-tpu-priority.io/unhealthy-slice"
+    verdicts = {}
+    attempts = {
+        "add its taint": ("taint", "nodes", node, f"{taint}:NoSchedule"),
+        "label the node": ("label", "node", node, "e2e.gke-tpu-priority.dev/forged=yes"),
+        "add another taint": ("taint", "nodes", node, "e2e.gke-tpu-priority.dev/other=x:NoSchedule"),
+        "its taint as NoExecute": ("taint", "nodes", node, f"{taint}:NoExecute"),
+        "cordon": ("cordon", node),
+        "remove its taint": ("taint", "nodes", node, f"{taint}:NoSchedule-"),
+    }
+    for what, args in attempts.items():
+        done = target.kubectl.run(*args, who, check=False)
+        # `kubectl cordon` exits 0 even when its patch is refused: the server's message decides, not the exit code.
+        refused = done.returncode != 0 or "denied request" in done.stderr
+        verdicts[what] = done.stderr.strip()[-300:] if refused else "allowed"
+    report.section("reconciler")["nodeScope"] = verdicts
+    assert verdicts["add its taint"] == "allowed" and verdicts["remove its taint"] == "allowed", verdicts
+    for what in ("label the node", "add another taint", "its taint as NoExecute", "cordon"):
+        assert "may change only its own" in verdicts[what], verdicts
+    after = json.loads(target.kubectl.run("get", "node", node, "-o", "json").stdout)
+    assert not any(t["key"].startswith(("hotswap.", "e2e.")) for t in after["spec"].get("taints", [])), after["spec"]
+    assert "e2e.gke-tpu-priority.dev/forged" not in after["metadata"].get("labels", {})
+    assert not after["spec"].get("unschedulable")
 
 
 def test_replicas_take_over_the_lease_and_survive_an_apiserver_restart(

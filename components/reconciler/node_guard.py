@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from components.config import PlatformConfig
-from components.reconciler.objects import APP, LABELS, meta, quarantine_enabled
+from components.reconciler.objects import APP, LABELS, quarantine_enabled
+from components.reconciler.state_guard import API_VERSION, deny_binding
 from components.workloads.jobset import HOTSWAP_DOMAIN
 
 POLICY = "gke-tpu-priority-hotswap-node-scope"
-API_VERSION = "admissionregistration.k8s.io/v1"
 
 
 def quarantine_taint_key(config: PlatformConfig) -> str:
@@ -88,12 +88,7 @@ def node_guard_policy(config: PlatformConfig) -> dict[str, Any]:
 
 
 def node_guard_binding(config: PlatformConfig) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": meta(POLICY),
-        "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
-    }
+    return deny_binding(POLICY)
 
 
 __all__ = ["POLICY", "node_guard_binding", "node_guard_policy", "quarantine_enabled", "quarantine_taint_key"]

@@ -83,10 +83,15 @@ def state_guard_policy(config: PlatformConfig) -> dict[str, Any]:
     }
 
 
-def state_guard_binding(config: PlatformConfig) -> dict[str, Any]:
+def deny_binding(policy: str) -> dict[str, Any]:
+    """The binding that makes `policy` refuse what it fails, cluster-wide."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": meta(POLICY),
-        "spec": {"policyName": POLICY, "validationActions": ["Deny"]},
+        "metadata": meta(policy),
+        "spec": {"policyName": policy, "validationActions": ["Deny"]},
     }
+
+
+def state_guard_binding(config: PlatformConfig) -> dict[str, Any]:
+    return deny_binding(POLICY)

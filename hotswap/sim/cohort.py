@@ -122,8 +122,13 @@ class Cohort:
             chosen.append(c)
         if not fits(chosen):
             return None
-        for c in list(reversed(chosen)):
-            rest = [x for x in chosen if x is not c]
-            if fits(rest):
-                chosen = rest
-        return chosen
+        return fill_back(chosen, fits)
+
+
+def fill_back(chosen: list[Job], fits: Callable[[list[Job]], bool]) -> list[Job]:
+    """Kueue's fill-back: drop, newest first, every chosen victim the preemptor fits without."""
+    for c in list(reversed(chosen)):
+        rest = [x for x in chosen if x is not c]
+        if fits(rest):
+            chosen = rest
+    return chosen

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from hotswap.sim.cohort import Cohort
+from hotswap.sim.cohort import Cohort, fill_back
 from hotswap.sim.kueue import LADDER, AdmissionPlan, _victims_in_flavor, queued_in_order
 from hotswap.sim.params import Capacity
 from hotswap.sim.state import Job, JobState, Slice
@@ -110,11 +110,7 @@ def _victims(
         chosen.append(c)
     if not fits(chosen):
         return None
-    for c in list(reversed(chosen)):
-        rest = [x for x in chosen if x is not c]
-        if fits(rest):
-            chosen = rest
-    return chosen
+    return fill_back(chosen, fits)
 
 
 def _plan_cohort(

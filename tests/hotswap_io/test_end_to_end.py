@@ -78,8 +78,10 @@ async def failed_cluster(api: FakeApiServer) -> AsyncIterator[FakeApiServer]:
     yield api
 
 
-async def started(make_client: ClientFactory, api: FakeApiServer, **kwargs: object) -> Controller:
-    controller = Controller(CONFIG, await make_client("reconciler"), identity="reconciler", **kwargs)  # type: ignore[arg-type]
+async def started(
+    make_client: ClientFactory, api: FakeApiServer, config: HotswapConfig = CONFIG, **kwargs: object
+) -> Controller:
+    controller = Controller(config, await make_client("reconciler"), identity="reconciler", **kwargs)  # type: ignore[arg-type]
     controller.start_watches()
     await eventually(controller.caches_ready)
     await caught_up(api, controller)
@@ -391,11 +393,8 @@ async def test_switched_off_the_reconciler_never_writes_a_node(
 ) -> None:
     api = failed_cluster
     config = CONFIG.model_copy(update={"quarantine_unhealthy_slices": False})
-    controller = Controller(config, await make_client("reconciler"), identity="reconciler")
-    controller.start_watches()
+    controller = await started(make_client, api, config)
     try:
-        await eventually(controller.caches_ready)
-        await caught_up(api, controller)
         await controller.reconcile_once()
         assert [w for w in api.writes("reconciler") if w.resource == NODES] == []
         assert api.get(WORKLOADS, LOW, NS)["spec"]["active"] is False  # type: ignore[index]  # the hold still happens

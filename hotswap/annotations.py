@@ -39,6 +39,12 @@ class AnnotationKeys:
         return f"{self.domain}/held-since"
 
     @property
+    def held_queue(self) -> str:
+        """The ClusterQueue the victim was admitted to when held: Kueue clears `status.admission` on eviction, and a
+        release into that queue's queued-provisioning quota needs to know which queue it goes back to."""
+        return f"{self.domain}/held-queue"
+
+    @property
     def hold_count(self) -> str:
         return f"{self.domain}/hold-count"
 
@@ -87,7 +93,7 @@ class AnnotationKeys:
 
     def victim_hold_keys(self) -> tuple[str, ...]:
         """Keys removed on release (hold-count and hold-history stay: they carry rate-limit history)."""
-        return (self.held_by, self.op_id, self.held_since)
+        return (self.held_by, self.op_id, self.held_since, self.held_queue)
 
 
 def format_time(moment: datetime) -> str:

@@ -319,6 +319,11 @@ class ClusterQueue:
     Kueue evict borrowing workloads of other queues in the cohort irrespective of priority."""
     borrowing: bool = False
     """`status.flavorsReservation[].resources[].borrowed` is not zero: the queue uses quota lent by its cohort."""
+    queued_room_chips: int = 0
+    """TPU chips (`google.com/tpu`) of nominal quota not reserved on the queue's queued-provisioning flavors (a
+    flavor whose `nodeLabels` select `cloud.google.com/gke-queued=true` or the platform's capacity label
+    `flex-start-queued`). A workload Kueue admits there gets slices GKE provisions for it alone, so releasing a
+    held victim into it takes no slice anyone else waits for."""
 
 
 @dataclass(frozen=True, slots=True)

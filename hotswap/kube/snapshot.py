@@ -392,8 +392,11 @@ def workload_from(obj: JsonObj) -> Workload | None:
     )
 
 
-def cluster_queue_from(obj: JsonObj, tas_flavors: frozenset[str] = frozenset()) -> ClusterQueue | None:
-    """``tas_flavors``: ResourceFlavors whose Topology's lowest level is ``kubernetes.io/hostname``."""
+def cluster_queue_from(
+    obj: JsonObj, tas_flavors: frozenset[str] = frozenset(), queued_flavors: frozenset[str] = frozenset()
+) -> ClusterQueue | None:
+    """``tas_flavors``: ResourceFlavors whose Topology's lowest level is ``kubernetes.io/hostname``;
+    ``queued_flavors``: those whose nodes GKE provisions per workload (`queued_flavor_names`)."""
     meta = _meta(obj)
     name = _str(meta.get("name"))
     if name is None:
@@ -414,6 +417,64 @@ def cluster_queue_from(obj: JsonObj, tas_flavors: frozenset[str] = frozenset()) 
             for usage in _list(_dict(obj.get("status")).get("flavorsReservation"))
             for resource in _list(_dict(usage).get("resources"))
         ),
+        queued_room_chips=_queued_room(spec, _dict(obj.get("status")), queued_flavors),
+    )
+
+
+TPU_RESOURCE = "google.com/tpu"
+
+
+def _tpu_count(value: Any) -> int | None:
+    """A `google.com/tpu` quantity as chips: TPU quotas and usage are whole numbers (`64` or `"64"`); anything
+    else is unknown (None), and an unknown quota offers no room."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _queued_room(spec: JsonObj, status: JsonObj, queued_flavors: frozenset[str]) -> int:
+    """Nominal `google.com/tpu` quota of the queue's queued-provisioning flavors not reserved
+    (`status.flavorsReservation`), summed; 0 when any figure is unreadable."""
+    if not queued_flavors:
+        return 0
+    nominal: dict[str, int] = {}
+    for group in _list(spec.get("resourceGroups")):
+        for flavor in _list(_dict(group).get("flavors")):
+            name = _str(_dict(flavor).get("name"))
+            if name not in queued_flavors:
+                continue
+            for resource in _list(_dict(flavor).get("resources")):
+                if _dict(resource).get("name") == TPU_RESOURCE:
+                    quota = _tpu_count(_dict(resource).get("nominalQuota"))
+                    if quota is None:
+                        return 0
+                    nominal[name] = quota
+    room = 0
+    reserved = {
+        _str(_dict(usage).get("name")): _dict(resource).get("total")
+        for usage in _list(status.get("flavorsReservation"))
+        for resource in _list(_dict(usage).get("resources"))
+        if _dict(resource).get("name") == TPU_RESOURCE
+    }
+    for name, quota in nominal.items():
+        used = _tpu_count(reserved.get(name, 0))
+        if used is None:
+            return 0
+        room += max(quota - used, 0)
+    return room
+
+
+def queued_flavor_names(flavors: Iterable[JsonObj]) -> frozenset[str]:
+    """ResourceFlavors (by name) whose `nodeLabels` select queued-provisioning nodes (`request_owned_labels`)."""
+    return frozenset(
+        name
+        for flavor in flavors
+        if (name := _str(_meta(flavor).get("name")))
+        and request_owned_labels(_str_map(_dict(flavor.get("spec")).get("nodeLabels")))
     )
 
 
@@ -651,15 +712,15 @@ class SnapshotBuilder:
         )
         self._bound_node_pools(live, pod_tuple)
         values, generation = self.priority_values, self.priority_generation
-        tas = tas_flavor_names(
-            (o for o in resource_flavors if isinstance(o, dict)), (o for o in topologies if isinstance(o, dict))
-        )
+        flavors = [o for o in resource_flavors if isinstance(o, dict)]
+        tas = tas_flavor_names(flavors, (o for o in topologies if isinstance(o, dict)))
+        queued = queued_flavor_names(flavors)
         return ClusterSnapshot(
             nodes=node_tuple,
             pods=pod_tuple,
             jobsets=tuple(entry.resolve(values, generation) for entry in jobsets),
             workloads=tuple(workloads),
-            cluster_queues=_convert_all(cluster_queues, lambda o: cluster_queue_from(o, tas), "clusterqueues"),
+            cluster_queues=_convert_all(cluster_queues, lambda o: cluster_queue_from(o, tas, queued), "clusterqueues"),
             departed_pods=tuple(sorted(self.departed.values(), key=lambda p: (p.gone_at, p.namespace))),
         )
 

@@ -40,6 +40,9 @@ class ObjectRef:
 
 class ReleaseReason(StrEnum):
     CAPACITY = "capacity"
+    QUEUED_CAPACITY = "queued-capacity"
+    """No free slice of its shape, but its ClusterQueue has queued-provisioning quota free for it: Kueue can admit
+    it there onto slices GKE provisions for it alone (a capacity ladder's last rung)."""
     PREEMPTOR_GONE = "preemptor-gone"
     MAX_HOLD = "max-hold"
     OUT_OF_SCOPE = "out-of-scope"

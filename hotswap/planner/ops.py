@@ -80,6 +80,7 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str, fenced:
     held_by = f"{preemptor.jobset.namespace}/{preemptor.jobset.name}/{preemptor.uid}/{preemptor.jobset.restarts}"
     # A preemptor taken over by a strictly higher one (I9) loses its op in the same write as it is held.
     removed = (keys.op,) if keys.op in wl.annotations else ()
+    queue = {keys.held_queue: victim.cluster_queue.name} if victim.cluster_queue is not None else {}
     return HoldVictim(
         workload=victim.workload_ref(),
         op_id=op_id,
@@ -92,6 +93,7 @@ def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str, fenced:
             keys.held_since: format_time(world.now),
             keys.hold_count: str(count),
             keys.hold_history: ",".join(format_time(t) for t in sorted(history)),
+            **queue,
         },
     )
 

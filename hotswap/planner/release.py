@@ -100,6 +100,29 @@ def _settling(world: World, units: Iterable[Unit]) -> list[dict[SliceShape, int]
     return booked
 
 
+def wl_queue(world: World, victim: Unit) -> str | None:
+    """The ClusterQueue a held victim goes back to (recorded when it was held), if the snapshot has it."""
+    wl = victim.workload
+    name = wl.annotations.get(world.keys.held_queue) if wl is not None else None
+    return name if name in world.queues else None
+
+
+def queued_room(world: World) -> dict[str, int]:
+    """Per ClusterQueue, TPU chips of queued-provisioning quota free for held victims: the queue's unreserved
+    quota there, less what recently released Workloads Kueue has not reserved quota for yet may take (their queue
+    is no longer known, so every queue counts them: a release waits rather than overfill)."""
+    pending = 0
+    released_at = world.keys.released_at
+    for unit in world.annotated:
+        wl = unit.workload
+        if wl is None or unit.held_by is not None or not wl.active or wl.quota_reserved:
+            continue
+        released = parse_time(wl.annotations.get(released_at, ""))
+        if released is not None and world.now - released < world.config.release_settle:
+            pending += unit.chips
+    return {name: q.queued_room_chips - pending for name, q in world.queues.items() if q.queued_room_chips > pending}
+
+
 def reclaim_exposed(world: World) -> Callable[[Unit], Unit | None]:
     """Under `reclaimWithinCohort: Any` Kueue admits a workload that fits its queue's nominal quota by evicting
     borrowing workloads of other queues in the cohort irrespective of priority: a victim released then could
@@ -180,12 +203,21 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
     free = free_slices(world, ledger)
     for needs in [*(b.needs for b in blocked), *_settling(world, world.annotated)]:
         _book(world, free, needs)
+    room = queued_room(world)
     waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
     for victim, gone, _since in waiting:
         if exposed(victim) is not None:
             ledger.deferred += 1
             continue  # maxHold stays the backstop
         taken = _take(world, free, victim.demand)
+        queue = wl_queue(world, victim)
+        if taken is None and queue is not None and room.get(queue, 0) >= victim.chips:
+            # Its own rung has nothing free, but Kueue can admit it on the queue's queued-provisioning flavor,
+            # whose slices GKE makes for it alone: waiting for a slice here would leave that quota idle.
+            room[queue] -= victim.chips
+            _release(world, ledger, victim, ReleaseReason.QUEUED_CAPACITY, f"queued-provisioning quota of {queue}")
+            released += 1
+            continue
         if taken is None:
             # B.7(a): no over-release, and no lower victim takes capacity this one waits for. What exists of its
             # shapes is booked for it, as for a blocked preemptor; lower victims may still fit other shapes.

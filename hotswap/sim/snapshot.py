@@ -249,8 +249,10 @@ def build_snapshot(
     shape: SliceShape,
     machine_type: str,
     checkpoints: CheckpointSignal | None = None,
+    queued_room_chips: int = 0,
 ) -> ClusterSnapshot:
-    """One consistent snapshot of the simulated cluster (with `checkpoints`, JobSets publish their last one)."""
+    """One consistent snapshot of the simulated cluster (with `checkpoints`, JobSets publish their last one;
+    `queued_room_chips`: the ClusterQueue's unreserved quota on the queued flex-start flavor of a ladder)."""
     nodes = [n for s in slices for n in _nodes(s, shape, machine_type)]
     pods = [_pod(p) for job in jobs for p in job.all_pods() if p.slice is not None or p.phase is SimPhase.PENDING]
     departed = [
@@ -272,7 +274,7 @@ def build_snapshot(
         pods=tuple(pods),
         jobsets=tuple(_jobset(j, shape, checkpoints) for j in jobs),
         workloads=tuple(_workload(j) for j in jobs),
-        cluster_queues=(ClusterQueue(CLUSTER_QUEUE, cohort_name="tpu"),),
+        cluster_queues=(ClusterQueue(CLUSTER_QUEUE, cohort_name="tpu", queued_room_chips=queued_room_chips),),
         departed_pods=tuple(departed),
     )
 

@@ -15,6 +15,7 @@ from hotswap.kube.snapshot import (
     jobset_from,
     node_from,
     pod_from,
+    queued_flavor_names,
     tas_flavor_names,
     workload_from,
 )
@@ -118,6 +119,56 @@ def test_cluster_queue_cohort_and_tas_detection() -> None:
     }
     parsed = cluster_queue_from(cq, tas)
     assert parsed is not None and parsed.cohort_name == "tpu" and parsed.uses_tas
+
+
+def ladder_queue(reserved: object, quota: object = "64") -> dict[str, Any]:
+    """A ClusterQueue as the package renders a capacity ladder: reservation, spot and queued flex-start flavors."""
+    flavors = [
+        {
+            "name": name,
+            "resources": [{"name": "google.com/tpu", "nominalQuota": q}, {"name": "cpu", "nominalQuota": "1k"}],
+        }
+        for name, q in (("v6e-reservation", "32"), ("v6e-spot", "64"), ("v6e-queued", quota))
+    ]
+    usage = [
+        {"name": "v6e-reservation", "resources": [{"name": "google.com/tpu", "total": "32"}]},
+        {
+            "name": "v6e-queued",
+            "resources": [{"name": "google.com/tpu", "total": reserved}, {"name": "cpu", "total": "9"}],
+        },
+    ]
+    return {
+        "metadata": {"name": "tpu-training"},
+        "spec": {"resourceGroups": [{"coveredResources": ["google.com/tpu", "cpu"], "flavors": flavors}]},
+        "status": {"flavorsReservation": usage},
+    }
+
+
+def test_queued_provisioning_room_is_the_queued_flavors_unreserved_tpu_quota() -> None:
+    flavors = [
+        {
+            "metadata": {"name": "v6e-reservation"},
+            "spec": {"nodeLabels": {"gke-tpu-priority.io/capacity": "reservation"}},
+        },
+        {"metadata": {"name": "v6e-spot"}, "spec": {"nodeLabels": {"cloud.google.com/gke-spot": "true"}}},
+        {
+            "metadata": {"name": "v6e-queued"},
+            "spec": {"nodeLabels": {"gke-tpu-priority.io/capacity": "flex-start-queued"}},
+        },
+        {"metadata": {"name": "gke-queued"}, "spec": {"nodeLabels": {"cloud.google.com/gke-queued": "true"}}},
+        {"metadata": {"name": "plain"}},
+    ]
+    queued = queued_flavor_names(flavors)
+    assert queued == frozenset({"v6e-queued", "gke-queued"})
+    parsed = cluster_queue_from(ladder_queue("16"), frozenset(), queued)
+    assert parsed is not None and parsed.queued_room_chips == 48  # 64 nominal, 16 reserved; spot's room not counted
+    unused = cluster_queue_from(ladder_queue("16"), frozenset(), frozenset())
+    assert unused is not None and unused.queued_room_chips == 0  # no flavor known to be queued
+    none_reserved = cluster_queue_from(ladder_queue(0) | {"status": {}}, frozenset(), queued)
+    assert none_reserved is not None and none_reserved.queued_room_chips == 64
+    for unreadable in ({"reserved": "1500m"}, {"reserved": "16", "quota": "lots"}):
+        odd = cluster_queue_from(ladder_queue(**unreadable), frozenset(), queued)  # type: ignore[arg-type]
+        assert odd is not None and odd.queued_room_chips == 0, unreadable
 
 
 def test_builder_remembers_departed_pods_and_node_pools_within_the_window() -> None:

@@ -275,7 +275,11 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
     queues = {q.name: q for q in snapshot.cluster_queues}
     for release in (a for a in plan.actions if isinstance(a, ReleaseVictim)):
         released = workloads.get(release.workload.key)
-        if released is None or release.reason not in (ReleaseReason.CAPACITY, ReleaseReason.PREEMPTOR_GONE):
+        if released is None or release.reason not in (
+            ReleaseReason.CAPACITY,
+            ReleaseReason.QUEUED_CAPACITY,
+            ReleaseReason.PREEMPTOR_GONE,
+        ):
             continue
         own = queues.get(released.cluster_queue or "")
         for other in snapshot.workloads:

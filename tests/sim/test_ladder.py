@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from hotswap.model import ConditionStatus, Node, SliceShape
+from hotswap.planner.actions import ReleaseReason, ReleaseVictim
 from hotswap.sim import kubescheduler, kueue
 from hotswap.sim.params import HOUR, Capacity, FailureKind, Failures, Fleet, JobClass, RepairBand, Scenario
 from hotswap.sim.policies.none import NonePolicy
@@ -314,3 +315,35 @@ def test_the_tas_peers_run_the_ladder_like_for_like() -> None:
         assert chip_s == pytest.approx(reference, rel=0.01), (policy, provisioned)
     # Queued capacity was provisioned: more than reservation and spot alone (24 of the 32 slices).
     assert reference > 24 * 16 * scenario.horizon_h * 3600.0 * 1.05
+
+
+def test_the_reconciler_sends_held_victims_back_to_kueue_when_the_queued_rung_has_room() -> None:
+    """Issue 37 item 4: a held victim whose rung has no free slice is released once the ClusterQueue's queued
+    flex-start quota has room for it, and Kueue then provisions capacity for it, instead of waiting for a spot
+    return. The snapshot carries that room as the controller reads it from the ClusterQueue."""
+    policy = ReconcilerPolicy()
+    policy.keep_plans = True
+    sim = Simulator(ladder(seed=20260901, scale=0.03), policy)
+    sim.trace = []
+    sim.run()
+    reasons = [a.reason for p in policy.plans for a in p.actions if isinstance(a, ReleaseVictim)]
+    assert ReleaseReason.QUEUED_CAPACITY in reasons
+    released = {
+        a.workload.name.removeprefix("jobset-")
+        for p in policy.plans
+        for a in p.actions
+        if isinstance(a, ReleaseVictim) and a.reason is ReleaseReason.QUEUED_CAPACITY
+    }
+    provisioned = {w.split()[0] for _, w in sim.trace if w.endswith("provisioning request filled")}
+    assert released & provisioned, (released, sorted(provisioned)[:5])
+
+
+def test_the_simulated_cluster_queue_reports_the_queued_rungs_unreserved_quota() -> None:
+    sim = Simulator(_ladder("room", 1, 1, 2, high=(1, 1), low=(1, 1)), ReconcilerPolicy())
+    policy = sim.policy
+    assert isinstance(policy, ReconcilerPolicy)
+    sim.start()
+    sim.loop.run(3600.0)
+    (queue,) = policy.snapshot().cluster_queues
+    # Both JobSets fit reservation and spot: the queued rung's two slices of quota are free.
+    assert queue.queued_room_chips == 2 * sim.chips_per_slice

@@ -24,6 +24,7 @@ from hotswap.model import ClusterSnapshot, SliceShape
 from hotswap.planner import plan
 from hotswap.planner.actions import Action, ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
 from hotswap.sim.engine import Handle
+from hotswap.sim.params import Capacity
 from hotswap.sim.snapshot import CheckpointSignal, at, build_snapshot, pod_uid, workload_uid
 from hotswap.sim.state import Job, JobState, PodPhase
 
@@ -120,7 +121,20 @@ class ReconcilerPolicy:
             if sim.scenario.checkpoint_signal and sim.scenario.checkpoint_share > 0.0
             else None
         )
-        return build_snapshot(sim.slices, jobs, departures, shape, fleet.machine_type, checkpoints)
+        return build_snapshot(
+            sim.slices, jobs, departures, shape, fleet.machine_type, checkpoints, self._queued_room_chips()
+        )
+
+    def _queued_room_chips(self) -> int:
+        """The ClusterQueue's `google.com/tpu` quota on the ladder's queued flex-start flavor not reserved, as the
+        controller reads it from the ClusterQueue's spec and `status.flavorsReservation`."""
+        sim = self.sim
+        fleet = sim.scenario.fleet
+        if not fleet.ladder:
+            return 0
+        per_slice = sim.chips_per_slice
+        used = sum(j.slices * per_slice for j in sim.live if j.quota_reserved and j.flavor is Capacity.QUEUED)
+        return max(fleet.slices_of(Capacity.QUEUED) * per_slice - used, 0)
 
     def _pass(self) -> None:
         self._next = None

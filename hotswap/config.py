@@ -212,6 +212,22 @@ class HotswapConfig(BaseModel):
         "outlasted the delay, by when a transient has healed or a cheaper victim may have appeared. 0 delays every "
         "eviction.",
     )
+    lower_tier_eviction_delay: Duration = _duration(
+        timedelta(0),
+        timedelta(hours=24),
+        timedelta(minutes=20),
+        "`evictionDelay` for preemptors below `topTierPriority`: how long their failure must last before they take "
+        "costly victims (`evictionDelayMinLoss`; spare slices and cheap victims at once) of a tier that may preempt "
+        "itself (victims below `preemptorMinPriority` are opportunistic: `evictionDelay`). A victim loses its "
+        "progress since its last checkpoint and waits out the repair in the preemptor's place, so for a tier that "
+        "outranks it by less, only a long repair repays the eviction; the default waits out the common 10-20 min "
+        "repairs. Equal to `evictionDelay`: every tier waits the same.",
+    )
+    top_tier_priority: int | None = Field(
+        default=None,
+        description="Workload priority of the highest tier that may preempt: preemptors below it wait "
+        "`lowerTierEvictionDelay` instead of `evictionDelay`. Unset: every preemptor waits `evictionDelay`.",
+    )
     fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
     eviction_timeout: Duration = _duration(
         timedelta(seconds=10),
@@ -347,6 +363,13 @@ class HotswapConfig(BaseModel):
             )
         if self.max_hold <= self.resync_period:
             raise ValueError("maxHold must be longer than resyncPeriod")
+        if self.lower_tier_eviction_delay < self.eviction_delay:
+            raise ValueError(
+                f"lowerTierEvictionDelay ({self.lower_tier_eviction_delay.total_seconds():g}s) is shorter than "
+                f"evictionDelay ({self.eviction_delay.total_seconds():g}s): tiers below the top would evict sooner "
+                "than the top tier; set lowerTierEvictionDelay to at least evictionDelay (equal: every tier waits "
+                "the same)"
+            )
         return self
 
 

@@ -19,6 +19,7 @@ DERIVED_SETTINGS = {
     "dryRun": "set by the package from the stack (use hotswap.dryRun)",
     "annotationDomain": "set by the package from the stack (remove it)",
     "preemptorMinPriority": "set by the package from the tiers (use priorities[].preempts: false)",
+    "topTierPriority": "set by the package from the tiers (the highest tier that may preempt)",
     "maxPreemptorPriority": "set by the package from the teams (use teams[].maxTier)",
     "protectNamespaces": "set by the package from the teams (use teams[].mayProtect)",
 }

@@ -47,6 +47,9 @@ def reconciler_config(config: PlatformConfig) -> dict[str, Any]:
         "healthPort": HEALTH_PORT,
     }
     preempting = [t.value for t in config.priorities if t.preempts]
+    if preempting:
+        # Tiers below the highest wait `lowerTierEvictionDelay` before taking costly victims.
+        data["topTierPriority"] = max(preempting)
     if preempting and any(not t.preempts for t in config.priorities):
         # Tiers declared `preempts: false` sit below every tier that may (validated), so one floor says it all.
         data["preemptorMinPriority"] = min(preempting)

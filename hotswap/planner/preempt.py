@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hotswap.annotations import OpRecord, format_time
 from hotswap.model import SliceShape
@@ -123,10 +123,11 @@ def plan_preemptions(
                     k -= 1
             remaining[shape] = k
 
-        until = None
-        if disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops:
-            until = _eviction_wait(world, disruption)
-            if until is not None and not world.config.eviction_delay_min_loss:
+        gated = disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops
+        if gated and disruption is not None and not world.config.eviction_delay_min_loss:
+            # Every eviction waits (no cost gate): before any victim is chosen, so by the preemptor's tier alone.
+            until = _eviction_wait(world, disruption, _delay(world, preemptor, None))
+            if until is not None:
                 _wait(ledger, blocked, preemptor, needs, until)
                 continue
 
@@ -153,9 +154,12 @@ def plan_preemptions(
             victims, assigned = _minimise(world, ledger, taken, remaining, victims, assigned)
         if not reason and len(victims) > budget:
             reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
-        if not reason and until is not None and _costly(world, victims):
-            _wait(ledger, blocked, preemptor, needs, until)
-            continue
+        if not reason and gated and disruption is not None and world.config.eviction_delay_min_loss:
+            costly = _costly(world, victims)
+            until = _eviction_wait(world, disruption, _delay(world, preemptor, costly)) if costly else None
+            if until is not None:
+                _wait(ledger, blocked, preemptor, needs, until)
+                continue
         if reason:
             if starving is None:
                 blocked.append(Blocked(preemptor, needs))
@@ -248,14 +252,28 @@ def plan_preemptions(
     return Planned(blocked, planned, held, considered)
 
 
-def _eviction_wait(world: World, evidence: Disruption) -> datetime | None:
-    """When a new op for this failure may take victims, if not yet (`evictionDelay` after the failure). A slice
-    that is back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted. A
-    failure that cannot be a transient (`Disruption.lasting`) is not waited for."""
+def _eviction_wait(world: World, evidence: Disruption, delay: timedelta) -> datetime | None:
+    """When a new op for this failure may take victims, if not yet (`delay` after the failure). A slice that is
+    back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted. A failure
+    that cannot be a transient (`Disruption.lasting`) is not waited for."""
     if evidence.lasting:
         return None
-    until = evidence.since + world.config.eviction_delay
+    until = evidence.since + delay
     return until if world.now < until else None
+
+
+def _delay(world: World, preemptor: Unit, costly: list[Unit] | None) -> timedelta:
+    """`lowerTierEvictionDelay` for a preemptor below `topTierPriority` whose costly victims (`costly`; None: not
+    chosen yet, so any) include work of a tier that may preempt itself; otherwise `evictionDelay`. A victim below
+    `preemptorMinPriority` is opportunistic work (a tier declared `preempts: false`): nobody waits longer for it."""
+    config = world.config
+    top = config.top_tier_priority
+    if top is None or preemptor.kueue_priority >= top:
+        return config.eviction_delay
+    floor = config.preemptor_min_priority
+    if costly is not None and floor is not None and all(v.kueue_priority < floor for v in costly):
+        return config.eviction_delay
+    return config.lower_tier_eviction_delay
 
 
 def _wait(
@@ -266,10 +284,10 @@ def _wait(
     ledger.deadlines.append(until)
 
 
-def _costly(world: World, victims: list[Unit]) -> bool:
-    """Whether a victim would lose more training than `evictionDelayMinLoss` (held back by `evictionDelay`)."""
+def _costly(world: World, victims: list[Unit]) -> list[Unit]:
+    """The victims that would lose more training than `evictionDelayMinLoss` (they wait out the delay)."""
     limit = world.config.eviction_delay_min_loss.total_seconds()
-    return any(v.progress_at_risk_s(world.now) > limit for v in victims)
+    return [v for v in victims if v.progress_at_risk_s(world.now) > limit]
 
 
 def _assign(

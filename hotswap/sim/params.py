@@ -389,6 +389,11 @@ class ReconcilerKnobs(_Frozen):
         description="HotswapConfig `evictionDelayMinLoss`: the delay holds back only victims that would lose more "
         "than this many seconds of training (0: every victim).",
     )
+    lower_tier_eviction_delay_s: Seconds = Field(
+        1200.0,
+        description="HotswapConfig `lowerTierEvictionDelay`: `eviction_delay_s` for preemptors below the top class "
+        "(the platform sets `topTierPriority` from its tiers; the simulator from the scenario's classes).",
+    )
 
     @model_validator(mode="after")
     def _valid_reconciler_config(self) -> ReconcilerKnobs:
@@ -399,6 +404,7 @@ class ReconcilerKnobs(_Frozen):
         return HotswapConfig(
             eviction_delay=timedelta(seconds=self.eviction_delay_s),
             eviction_delay_min_loss=timedelta(seconds=self.eviction_delay_min_loss_s),
+            lower_tier_eviction_delay=timedelta(seconds=self.lower_tier_eviction_delay_s),
         )
 
 

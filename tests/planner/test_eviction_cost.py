@@ -189,6 +189,71 @@ def test_eviction_delay_min_loss_is_validated() -> None:
         HotswapConfig.model_validate({"evictionDelayMinLoss": "25h"})
 
 
+# --- lowerTierEvictionDelay ----------------------------------------------------------------------------------
+
+
+def _tiered(
+    top: int | None, lower: timedelta = timedelta(minutes=20), floor: int | None = None, min_loss_s: float = 300
+) -> HotswapConfig:
+    """`evictionDelay` 30 s; preemptors below `top` wait `lower` for costly victims; tiers below `floor` may not
+    preempt (`preemptorMinPriority`)."""
+    return HotswapConfig(
+        eviction_delay=timedelta(seconds=30),
+        eviction_delay_min_loss=timedelta(seconds=min_loss_s),
+        lower_tier_eviction_delay=lower,
+        top_tier_priority=top,
+        preemptor_min_priority=floor,
+    )
+
+
+def test_a_preemptor_below_the_top_tier_waits_longer_for_costly_victims() -> None:
+    """The failed JobSet (priority 1000) has waited 1 min; both victims have an hour at risk."""
+    snap = _two_lows({}).snapshot()
+    assert held(run(snap, _tiered(top=1000))) == ["alpha"]  # the top tier itself: its 30 s are over
+    assert held(run(snap, _tiered(top=None))) == ["alpha"]  # no tiers known: everyone waits evictionDelay
+    below = run(snap, _tiered(top=2000))
+    assert held(below) == [] and below.diagnostics.ops_waiting == 1
+    evidence = next(iter(disrupted_units(build_world(snap, T0, _tiered(top=2000))).values()))
+    assert below.next_wakeup == evidence.since + timedelta(minutes=20)
+    # Once the failure has outlasted the lower tier's delay, it takes the same victim.
+    assert held(run(snap, _tiered(top=2000, lower=timedelta(seconds=45)))) == ["alpha"]
+
+
+def test_nobody_waits_longer_for_opportunistic_victims() -> None:
+    """Victims in a tier that may not preempt (below `preemptorMinPriority`, e.g. `best-effort`) are taken after
+    `evictionDelay` by any tier; a working-tier victim (control: floor below it) makes a lower tier wait."""
+    snap = _two_lows({}).snapshot()  # the lows have priority 10
+    assert held(run(snap, _tiered(top=2000, floor=100))) == ["alpha"]
+    assert held(run(snap, _tiered(top=2000, floor=5))) == []
+
+
+def test_without_the_cost_gate_a_lower_tier_waits_its_own_delay_for_every_victim() -> None:
+    snap = _two_lows({"zeta": format_time(T0 - timedelta(minutes=2))}).snapshot()
+    assert held(run(snap, _tiered(top=2000, min_loss_s=0))) == []
+    assert held(run(snap, _tiered(top=1000, min_loss_s=0))) == ["zeta"]
+
+
+def test_a_lower_tier_takes_a_cheap_victim_at_once() -> None:
+    fresh = format_time(T0 - timedelta(minutes=2))
+    result = run(_two_lows({"zeta": fresh}).snapshot(), _tiered(top=2000))
+    assert held(result) == ["zeta"] and result.diagnostics.ops_waiting == 0
+
+
+def test_a_lasting_failure_is_not_waited_for_by_a_lower_tier_either() -> None:
+    fleet = Fleet().slices("p0", "p1", "v0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    fleet.fail("p0", FAILED_AT, how="deleted", hosts=4).evict_pods(high, "p0", FAILED_AT, "DeletionByTaintManager")
+    assert held(run(fleet.snapshot(), _tiered(top=2000))) == ["low"]
+
+
+def test_lower_tier_eviction_delay_is_validated_against_eviction_delay() -> None:
+    parsed = HotswapConfig.model_validate({"lowerTierEvictionDelay": "30m", "topTierPriority": 2000000})
+    assert parsed.lower_tier_eviction_delay == timedelta(minutes=30) and parsed.top_tier_priority == 2_000_000
+    with pytest.raises(ValueError, match=r"lowerTierEvictionDelay \(30s\) is shorter than evictionDelay \(60s\)"):
+        HotswapConfig.model_validate({"lowerTierEvictionDelay": "30s", "evictionDelay": "60s"})
+
+
 # --- failures that cannot be transients are not waited for -----------------------------------------------------
 
 

@@ -66,6 +66,7 @@ def test_victims_lose_less_when_workloads_publish_checkpoints() -> None:
 def test_the_scenario_knobs_default_to_the_reconciler_defaults() -> None:
     assert ReconcilerKnobs().eviction_delay_s == HotswapConfig().eviction_delay.total_seconds()
     assert ReconcilerKnobs().eviction_delay_min_loss_s == HotswapConfig().eviction_delay_min_loss.total_seconds()
+    assert ReconcilerKnobs().lower_tier_eviction_delay_s == HotswapConfig().lower_tier_eviction_delay.total_seconds()
     assert Scenario.model_fields["checkpoint_signal"].default is True
 
 

@@ -57,7 +57,9 @@ class ReconcilerPolicy:
     def attach(self, sim: SimHost) -> None:
         self._sim = sim
         if not self._configured:  # the scenario's knobs, for sweeps; an explicit config wins
-            self.config = sim.scenario.reconciler.hotswap_config()
+            # `topTierPriority` as the platform derives it from its tiers: the highest class that may preempt.
+            top = max((c.priority for c in sim.scenario.classes), default=None)
+            self.config = sim.scenario.reconciler.hotswap_config().model_copy(update={"top_tier_priority": top})
         sim.track_departures = True
 
     def plan_admission(self, now: float) -> None:

@@ -41,7 +41,12 @@ class RepairSignalReconciler(ReconcilerPolicy):
         delay = self._transient_delay_s()
         if delay != self.config.eviction_delay.total_seconds() or self.config.eviction_delay_min_loss:
             # The signal decides alone: no cost gate (`evictionDelayMinLoss` 0), a transient waits whoever the victim.
-            update = {"eviction_delay": timedelta(seconds=delay), "eviction_delay_min_loss": timedelta(0)}
+            wait = timedelta(seconds=delay)
+            update = {
+                "eviction_delay": wait,
+                "lower_tier_eviction_delay": wait,
+                "eviction_delay_min_loss": timedelta(0),
+            }
             self.config = self.config.model_copy(update=update)
         super()._pass()
 

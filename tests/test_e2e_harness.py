@@ -32,6 +32,7 @@ UPSTREAM_MODULE = {
     "kueue": "sigs.k8s.io/kueue",
     "pulumi": "github.com/pulumi/pulumi/pkg/v3",
     "pulumi-kubernetes": "github.com/pulumi/pulumi-kubernetes/provider/v4",
+    "gen-sdk": "github.com/pulumi/pulumi/pkg/v3",
 }
 MODULE_VERSION = {"pulumi-kubernetes": toolchain.PULUMI_KUBERNETES_MODULE_VERSION}
 

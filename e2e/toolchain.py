@@ -2,7 +2,9 @@
 
 Each tool is a Go module of ours under `e2e/go/<name>/` whose `go.mod`/`go.sum` pin one upstream release. The
 binaries land in a cache directory keyed by everything that decides their bytes (go.mod, go.sum, packages, link
-flags, Go version), so a second run with the same pins reuses them and a changed pin rebuilds only that tool.
+flags, Go version, a `main.go` of ours), so a second run with the same pins reuses them and a changed pin rebuilds
+only that tool. Besides the control plane and the Pulumi engine it builds `gen-sdk`, the TypeScript example's SDK
+generator (tools/node_program.py).
 
     python -m e2e.toolchain build [TOOL ...]   build what is missing, print where each binary is
     python -m e2e.toolchain path TOOL          print the directory holding TOOL's binaries (after build)

@@ -76,6 +76,18 @@ def test_the_cache_key_follows_the_pins_and_the_go_version(tmp_path: Path, monke
     assert tool.cache_key("go1.26.8") != first
 
 
+def test_the_cache_key_follows_a_main_package_of_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "gen-sdk").mkdir()
+    for name, text in (("go.mod", "module x\n"), ("go.sum", "a\n"), ("main.go", "package main\n")):
+        (tmp_path / "gen-sdk" / name).write_text(text)
+    monkeypatch.setattr(toolchain, "GO_DIR", tmp_path)
+    tool = toolchain.TOOLS["gen-sdk"]
+    assert tool.binaries == {"gen-sdk": "."}
+    first = tool.cache_key("go1.26.8")
+    (tmp_path / "gen-sdk" / "main.go").write_text("package main // changed\n")
+    assert tool.cache_key("go1.26.8") != first
+
+
 def test_the_cache_is_outside_the_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("GKE_TPU_E2E_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -2,7 +2,9 @@
 
 Each tool is a Go module of ours under `e2e/go/<name>/` whose `go.mod`/`go.sum` pin one upstream release. The
 binaries land in a cache directory keyed by everything that decides their bytes (go.mod, go.sum, packages, link
-flags, Go version), so a second run with the same pins reuses them and a changed pin rebuilds only that tool.
+flags, Go version, a `main.go` of ours), so a second run with the same pins reuses them and a changed pin rebuilds
+only that tool. Besides the control plane and the Pulumi engine it builds `gen-sdk`, the TypeScript example's SDK
+generator (tools/node_program.py).
 
     python -m e2e.toolchain build [TOOL ...]   build what is missing, print where each binary is
     python -m e2e.toolchain path TOOL          print the directory holding TOOL's binaries (after build)
@@ -86,10 +88,17 @@ class GoTool:
             (self.module_dir / "go.mod").read_bytes(),
             (self.module_dir / "go.sum").read_bytes(),
             json.dumps([self.binaries, self.ldflags, self.env, go_version], sort_keys=True).encode(),
-            *([(self.module_dir / "main.go").read_bytes(), self.prepare.__qualname__.encode()] if self.prepare else []),
+            *self._own_source(),
         ):
             digest.update(hashlib.sha256(part).digest())
         return digest.hexdigest()[:16]
+
+    def _own_source(self) -> list[bytes]:
+        """Our code in the build (a main package of our own, the prepare step), which decides the bytes too."""
+        main_go = self.module_dir / "main.go"
+        if self.prepare is not None:
+            return [main_go.read_bytes(), self.prepare.__qualname__.encode()]
+        return [main_go.read_bytes()] if main_go.is_file() else []
 
 
 TOOLS: dict[str, GoTool] = {
@@ -150,6 +159,13 @@ TOOLS: dict[str, GoTool] = {
                 {"Version": PULUMI_KUBERNETES_VERSION.lstrip("v")},
             ),
             prepare=_provider_embeds,
+        ),
+        # The Node.js SDK generator of `pulumi package add` (pkg/codegen/nodejs), without the Node.js language host
+        # the proxy refuses: the TypeScript example's SDK (e2e/test_examples_node.py, examples/typescript).
+        GoTool(
+            name="gen-sdk",
+            version="v3.276.0",
+            binaries={"gen-sdk": "."},
         ),
     )
 }

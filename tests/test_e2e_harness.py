@@ -32,6 +32,7 @@ UPSTREAM_MODULE = {
     "kueue": "sigs.k8s.io/kueue",
     "pulumi": "github.com/pulumi/pulumi/pkg/v3",
     "pulumi-kubernetes": "github.com/pulumi/pulumi-kubernetes/provider/v4",
+    "gen-sdk": "github.com/pulumi/pulumi/pkg/v3",
 }
 MODULE_VERSION = {"pulumi-kubernetes": toolchain.PULUMI_KUBERNETES_MODULE_VERSION}
 
@@ -72,6 +73,18 @@ def test_the_cache_key_follows_the_pins_and_the_go_version(tmp_path: Path, monke
     assert tool.cache_key("go1.26.8") == first
     assert tool.cache_key("go1.26.9") != first
     (tmp_path / "etcd" / "go.sum").write_text("b\n")
+    assert tool.cache_key("go1.26.8") != first
+
+
+def test_the_cache_key_follows_a_main_package_of_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "gen-sdk").mkdir()
+    for name, text in (("go.mod", "module x\n"), ("go.sum", "a\n"), ("main.go", "package main\n")):
+        (tmp_path / "gen-sdk" / name).write_text(text)
+    monkeypatch.setattr(toolchain, "GO_DIR", tmp_path)
+    tool = toolchain.TOOLS["gen-sdk"]
+    assert tool.binaries == {"gen-sdk": "."}
+    first = tool.cache_key("go1.26.8")
+    (tmp_path / "gen-sdk" / "main.go").write_text("package main // changed\n")
     assert tool.cache_key("go1.26.8") != first
 
 

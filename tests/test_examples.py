@@ -14,10 +14,13 @@ import pytest
 import yaml
 
 from components.config import parse_platform_config
+from e2e import toolchain
 from tests.support.admission_rules import multikueue_problems, problems_in
+from tools import node_program
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, run_program
+from tools.node_program import STACK_REFERENCE, NodeProgramError, program_body
 from tools.program_preview import main as preview_main
 from tools.program_preview import run_directory
 from tools.resources import SECRET_SIG, ProgramRun
@@ -35,6 +38,11 @@ def quotas(run: ProgramRun) -> dict[str, dict[str, int]]:
         for o in kubernetes_objects(run.resources)
         if o["kind"] == "ClusterQueue"
     }
+
+
+def own_files(directory: Path) -> list[Path]:
+    """The example's files, not the directories `npm ci` and the SDK generator write beside them (git ignores them)."""
+    return [p for p in directory.iterdir() if p.is_file()]
 
 
 def test_every_example_has_a_readme_and_a_check() -> None:
@@ -237,15 +245,87 @@ def test_the_yaml_preview_says_which_stack_output_it_lacks(
     assert "pass --stack-output clusterName=<the value that stack exports>" in capsys.readouterr().err
 
 
-def test_the_typescript_example_says_what_it_needs_instead_of_a_preview(
+def test_the_typescript_readme_gives_the_offline_preview_and_the_cli_path() -> None:
+    readme = (EXAMPLES / "typescript" / "README.md").read_text()
+    argv = readme_command("typescript")
+    assert argv[0] == "../../.venv/bin/python"
+    assert argv[2:] == ["--stack-output", "projectId=my-tpu-project"]
+    for step in ("pulumi package add ../../components", "npm ci", "npx tsc --noEmit", "403 Forbidden"):
+        assert step in readme, step
+    assert "Not runnable offline" not in readme
+    assert "make e2e" in readme  # where it is run as written (it needs npm and Go)
+
+
+# What `npm run preview` reports for index.ts (mock-preview.ts): the component's outputs are references.
+TS_REPORT: dict[str, Any] = {
+    "project": "tpu-platform-typescript",
+    "stack": "dev",
+    "resources": [
+        {"type": STACK_REFERENCE, "name": "my-org/gcp-projects/prod", "custom": True, "inputs": {}},
+        {
+            "type": PLATFORM,
+            "name": "training",
+            "custom": False,
+            "inputs": {
+                "platform": {
+                    "project": "my-tpu-project",
+                    "region": "us-east5",
+                    "cluster": {"name": "tpu-ts"},
+                    "tpuPools": [
+                        {"name": "train-4x4", "topology": "4x4", "slices": 2, "zone": "us-east5-b",
+                         "capacity": {"mode": "spot"}},
+                    ],
+                }
+            },
+        },
+    ],
+    "outputs": {"clusterName": "${training.clusterName}", "clusterQueues": "${training.clusterQueues}", "n": 3},
+}  # fmt: skip
+
+
+def test_a_node_programs_components_are_built_from_the_inputs_it_gave_them() -> None:
+    run = run_program(
+        "dev", {}, EXAMPLES / "typescript", project="tpu-platform-typescript", body=program_body(TS_REPORT)
+    )
+    (cluster,) = [r for r in run.resources if r.type == "gcp:container/cluster:Cluster"]
+    assert cluster.inputs["name"] == "tpu-ts" and cluster.inputs["project"] == "my-tpu-project"
+    assert quotas(run) == {"tpu-training": {"v6e-4x4": 32}}
+    # An export naming a component's output gets the value the component computed; any other is kept.
+    assert run.outputs == {"clusterName": "tpu-ts", "clusterQueues": ["tpu-training"], "n": 3}
+
+
+def test_a_node_program_with_another_resource_type_is_refused_by_name() -> None:
+    report = {**TS_REPORT, "resources": [{"type": "gcp:storage/bucket:Bucket", "name": "logs", "inputs": {}}]}
+    body = program_body(report)
+    with pytest.raises(NodeProgramError, match=r"gcp:storage/bucket:Bucket 'logs', which is not previewed offline"):
+        run_program("dev", {}, EXAMPLES / "typescript", project="tpu-platform-typescript", body=body)
+
+
+def test_the_typescript_preview_without_node_says_what_it_needs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (EXAMPLES / "typescript" / "README.md").read_text()
-    for need in ("pulumi package add ../../components", "npm install", "npx tsc --noEmit", "Not runnable offline"):
-        assert need in readme, need
+    monkeypatch.setattr(node_program.shutil, "which", lambda tool: None)
     monkeypatch.chdir(EXAMPLES / "typescript")
-    assert preview_main([]) == 2
-    assert "runtime 'nodejs' has no offline preview here" in capsys.readouterr().err
+    assert preview_main(["--stack-output", "projectId=p"]) == 2
+    assert capsys.readouterr().err == (
+        "error: node and npm not found on PATH: this TypeScript example needs Node.js and npm (see its README)\n"
+    )
+
+
+def test_the_typescript_preview_without_go_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(node_program.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+
+    def no_go() -> str:
+        raise SystemExit("e2e: Go is not installed; the local control plane is built from source and needs Go >= 1.26")
+
+    monkeypatch.setattr(toolchain, "go_version", no_go)
+    monkeypatch.chdir(EXAMPLES / "typescript")
+    assert preview_main(["--stack-output", "projectId=p"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot build the SDK generator (e2e/go/gen-sdk): Go is not installed")
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("example", ["yaml", "typescript"])
@@ -253,7 +333,7 @@ def test_component_package_examples_name_this_checkout_not_a_placeholder(example
     project = yaml.safe_load((EXAMPLES / example / "Pulumi.yaml").read_text())
     assert project["packages"] == {"gke-tpu-priority": "../../components"}
     assert (EXAMPLES / example / "../../components/PulumiPlugin.yaml").resolve().is_file()
-    for path in (EXAMPLES / example).iterdir():
+    for path in own_files(EXAMPLES / example):
         text = path.read_text()
         assert "<org>" not in text and "<tag>" not in text, path
 

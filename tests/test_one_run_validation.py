@@ -159,6 +159,98 @@ def test_fleet_workers_checks_run_beside_field_mistakes() -> None:
     assert paths == ["fleet.workers[0].platform.tpuPools[0].slices", "fleet.workers[0].platform.tpuPools[0].zone"]
 
 
+# --- the fleet's own cross-field checks: every mistake in one run, as the platform's ----------------------------
+
+
+def fleet(change: Callable[[Raw], object]) -> Raw:
+    raw = copy.deepcopy(load_stack_config("fleet")["gke-tpu-priority:fleet"])
+    change(raw)
+    return raw
+
+
+def fleet_problems(raw: Raw) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet_config(raw, stack_file=True)
+    return caught.value.problems
+
+
+def paths(found: list[str]) -> list[str]:
+    return [p.split(": ")[0] for p in found]
+
+
+TOO_MANY_CHIPS = {"clusterQueue": "tpu-training", "flavor": "v6e-4x4", "chips": 640}
+
+
+def test_the_fleets_own_mistakes_come_in_one_run() -> None:
+    def three(raw: Raw) -> None:
+        # Worker 1 on worker 0's cluster, with other tiers, and manager quotas above what the workers back.
+        raw["workers"][1]["platform"] = {
+            **copy.deepcopy(raw["workers"][0]["platform"]),
+            "priorities": [{"name": "only", "value": 1, "description": "x"}],
+        }
+        raw["managerQuotas"] = [TOO_MANY_CHIPS, {**TOO_MANY_CHIPS, "chips": 8}]
+
+    found = fleet_problems(fleet(three))
+    # Before, the quota checks ran only once everything else was right: these mistakes took two runs.
+    assert paths(found) == [
+        "fleet.workers[1].platform.cluster.name",
+        "fleet.workers[1].platform.priorities",
+        "fleet.managerQuotas[0].chips",
+        "fleet.managerQuotas[1]",
+    ]
+    assert found[1].startswith("fleet.workers[1].platform.priorities: [('only', 1)] differ from workers[0]'s")
+    assert found[2].startswith(
+        "fleet.managerQuotas[0].chips: 640 exceeds the 64 chips the workers back for 'tpu-training'/'v6e-4x4' "
+        "(east5: 32, south1: 32)"
+    )
+    assert found[3] == "fleet.managerQuotas[1]: 'tpu-training'/'v6e-4x4' is already managerQuotas[0]"
+
+
+def test_the_fleets_checks_run_beside_a_workers_field_mistake() -> None:
+    def change(raw: Raw) -> None:
+        raw["workers"][1]["platform"]["tpuPools"][0]["slices"] = "two"  # worker 1's pools cannot be read
+        raw["workers"][1]["name"] = "east5"
+        raw["workers"][1]["platform"]["priorities"] = [{"name": "only", "value": 1, "description": "x"}]
+
+    found = fleet_problems(fleet(change))
+    assert paths(found) == [
+        "fleet.workers[1].platform.tpuPools[0].slices",
+        "fleet.workers[1].name",
+        "fleet.workers[1].platform.priorities",
+    ]
+
+
+def test_quotas_are_not_judged_without_every_workers_pools() -> None:
+    # The workers' sum needs every worker's pools: with one worker's unreadable, 640 chips is left unjudged.
+    def change(raw: Raw) -> None:
+        raw["workers"][1]["platform"]["tpuPools"][0]["slices"] = "two"
+        raw["managerQuotas"] = [TOO_MANY_CHIPS]
+
+    assert paths(fleet_problems(fleet(change))) == ["fleet.workers[1].platform.tpuPools[0].slices"]
+
+
+def test_quotas_are_not_judged_with_two_workers_of_one_name() -> None:
+    # The sums are per worker name: two workers of one name would mislead them.
+    def change(raw: Raw) -> None:
+        raw["workers"][1]["name"] = "east5"
+        raw["managerQuotas"] = [TOO_MANY_CHIPS]
+
+    assert paths(fleet_problems(fleet(change))) == ["fleet.workers[1].name"]
+
+
+def test_a_managers_field_mistake_leaves_the_workers_clusters_judged() -> None:
+    def change(raw: Raw) -> None:
+        raw["manager"]["region"] = 5
+        raw["workers"][1]["platform"] = copy.deepcopy(raw["workers"][0]["platform"])
+
+    found = fleet_problems(fleet(change))
+    assert paths(found) == ["fleet.manager.region", "fleet.workers[1].platform.cluster.name"]
+    assert found[1] == (
+        "fleet.workers[1].platform.cluster.name: 'tpu-east5' in 'us-east5' (project 'my-tpu-fleet') is already "
+        "workers[0]'s cluster; give each worker its own region or cluster name"
+    )
+
+
 def test_independent_skips_a_check_only_on_a_partial_config() -> None:
     def needs_a_missing_field() -> list[str]:
         raise AttributeError("'PlatformConfig' object has no attribute 'kueue'")

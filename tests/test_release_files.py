@@ -45,12 +45,34 @@ def test_python_examples_install_this_checkout() -> None:
         assert "<" not in (directory / "requirements.txt").read_text()  # no placeholder, not even in a comment
 
 
-def test_typescript_example_uses_the_packages_provider_major() -> None:
+def test_typescript_example_uses_no_provider_at_another_major_than_the_package() -> None:
     package = json.loads((PROJECT_ROOT / "examples/typescript/package.json").read_text())
-    (ours,) = [d for d in PYPROJECT["project"]["dependencies"] if d.startswith("pulumi-gcp")]
-    major = re.search(r">=(\d+)", ours)
-    assert major is not None
-    assert package["dependencies"]["@pulumi/gcp"].lstrip("^~").split(".")[0] == major.group(1)
+    ours = {
+        m.group(1): m.group(2)
+        for d in PYPROJECT["project"]["dependencies"]
+        if (m := re.match(r"(pulumi(?:-[a-z-]+)?)>=(\d+)", d)) is not None
+    }
+    deps = {**package["dependencies"], **package.get("devDependencies", {})}
+    for name, wanted in deps.items():
+        python_name = name.replace("@pulumi/", "pulumi-").removesuffix("-pulumi")  # @pulumi/pulumi -> pulumi
+        if name.startswith("@pulumi/") and python_name in ours:
+            assert wanted.lstrip("^~").split(".")[0] == ours[python_name], (name, wanted)
+    assert deps["@pulumi/gke-tpu-priority"] == "file:sdks/gke-tpu-priority"  # where `pulumi package add` puts it
+
+
+def test_typescript_example_locks_the_sdk_at_the_cli_release() -> None:
+    from e2e.toolchain import TOOLS
+
+    package = json.loads((PROJECT_ROOT / "examples/typescript/package.json").read_text())
+    lock = json.loads((PROJECT_ROOT / "examples/typescript/package-lock.json").read_text())
+    root = lock["packages"][""]
+    assert root["dependencies"] == package["dependencies"]  # what `npm ci` checks before installing
+    assert root["devDependencies"] == package["devDependencies"]
+    assert "v" + lock["packages"]["node_modules/@pulumi/pulumi"]["version"] == TOOLS["pulumi"].version
+    assert lock["packages"]["node_modules/@pulumi/gke-tpu-priority"] == {
+        "resolved": "sdks/gke-tpu-priority",
+        "link": True,
+    }
 
 
 def test_the_image_build_is_documented_with_version_tag_digest_and_sbom() -> None:

@@ -2,7 +2,9 @@
 what it would create. No Pulumi CLI, language host or cloud account is involved, and nothing is deployed.
 
 Python programs run as they are (`__main__.py`); Pulumi YAML programs are evaluated by `tools.yaml_program`
-(this package's components, stack references, config). Config comes from `Pulumi.<stack>.yaml` beside the
+(this package's components, stack references, config); Node.js (TypeScript) programs run under Node.js's mock
+runtime with the SDK `pulumi package add` would generate, then their components under Python's
+(`tools.node_program`; needs Node.js, npm and Go). Config comes from `Pulumi.<stack>.yaml` beside the
 program, when there is one, and from `--config key=value` (a key without a namespace belongs to the project, as
 with `pulumi config set`). Each example's README gives the command, run from the example's directory:
 
@@ -23,6 +25,7 @@ import pulumi
 import yaml
 
 from components.config import ConfigError
+from tools import node_program
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import StackFileError, load_stack_config, run_program
 from tools.preview import _table
@@ -76,9 +79,12 @@ def run_directory(
         values = {k.removeprefix(f"{name}:"): v for k, v in config.items()}
         body = program_body(project, values, parse_outputs(output_pairs))
         return run_program(stack, config, directory, project=name, body=body), runtime
+    if runtime == "nodejs":
+        run, _ = node_program.run_directory(directory, project, stack, config, output_pairs)
+        return run, runtime
     raise ValueError(
-        f"{directory / 'Pulumi.yaml'}: runtime {runtime!r} has no offline preview here (it needs the Pulumi CLI, "
-        "its language host and the SDK that `pulumi package add` generates); see this example's README"
+        f"{directory / 'Pulumi.yaml'}: runtime {runtime!r} has no offline preview here (it needs the Pulumi CLI "
+        "and its language host); see this example's README"
     )
 
 
@@ -112,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stack", default="dev", help="stack name (default: dev)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a config value")
     parser.add_argument(
-        "--stack-output", action="append", default=[], metavar="NAME=VALUE", help="a stack reference's output (YAML)"
+        "--stack-output", action="append", default=[], metavar="NAME=VALUE", help="a stack reference's output"
     )
     ns = parser.parse_args(argv)
     try:

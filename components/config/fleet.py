@@ -8,6 +8,7 @@ with every problem's path, bad value and what is allowed.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -18,7 +19,7 @@ from components.config.base import ConfigModel, problems_error
 from components.config.cluster import ClusterMode, KubernetesAuth, ReleaseChannel
 from components.config.errors import ConfigError, format_validation_error
 from components.config.kueue import JobSetSettings, KueueSettings
-from components.config.partial import error_places, skipped_checks
+from components.config.partial import error_places, independent, skipped_checks
 from components.config.platform import PlatformConfig
 from components.config.priorities import NAME_PATTERN
 from components.config.queues import ClusterQueueSpec
@@ -174,126 +175,185 @@ class FleetConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _cross_field(self) -> FleetConfig:
-        problems: list[str] = []
-        if len(self.workers) < MIN_WORKERS:
-            problems.append(
-                f".workers: {len(self.workers)} worker(s) given; a fleet needs at least {MIN_WORKERS} (for one "
-                "cluster use the `gke-tpu-priority:platform` setting)"
-            )
-        names: dict[str, int] = {}
-        clusters: dict[tuple[str, str, str], int] = {}
-        manager_key = (self.manager.project, self.manager.location or self.manager.region, self.manager.name)
-        for i, worker in enumerate(self.workers):
-            p = worker.platform
-            if worker.name in names:
-                problems.append(
-                    f".workers[{i}].name: {worker.name!r} is already used by workers[{names[worker.name]}]; "
-                    "worker names must be unique"
-                )
-            names.setdefault(worker.name, i)
-            if p.cluster.is_existing() and "name" not in p.cluster.model_fields_set:
-                problems.append(
-                    f".workers[{i}].platform.cluster.name: required with `cluster.mode: existing` (the manager "
-                    "reaches the worker's GKE cluster by name); set the existing cluster's name"
-                )
-            if p.cluster.kubeconfig_context is not None:
-                problems.append(
-                    f".workers[{i}].platform.cluster.kubeconfigContext: {p.cluster.kubeconfig_context!r} is not "
-                    "allowed in a fleet: the manager needs the worker's GKE endpoint; name the cluster "
-                    "(`cluster.name`, `cluster.location`) instead"
-                )
-            if not isinstance(p.cluster.name, str) or not isinstance(p.project, str):
-                problems.append(f".workers[{i}].platform: project and cluster.name must be plain strings in a fleet")
-                continue
-            key = (p.project, p.cluster.location or p.region, p.cluster.name)
-            if key in clusters:
-                problems.append(
-                    f".workers[{i}].platform.cluster.name: {p.cluster.name!r} in {key[1]!r} (project {key[0]!r}) is "
-                    f"already workers[{clusters[key]}]'s cluster; give each worker its own region or cluster name"
-                )
-            clusters.setdefault(key, i)
-            if key == manager_key:
-                problems.append(
-                    f".workers[{i}].platform.cluster.name: {p.cluster.name!r} in {key[1]!r} is the manager "
-                    "cluster; a worker may not also be the manager (use another cluster)"
-                )
-        if self.workers:
-            problems += self._sameness_problems()
-        if not problems:
-            problems += self._manager_quota_problems()
+        # Independent checks, as PlatformConfig's: one mistake never hides another, and on a partly valid fleet
+        # (components.config.partial) each check that can be judged on the valid fields reports in the same run as
+        # the field mistakes; one that needs a field that failed is left out.
+        names = independent(self._worker_name_problems)
+        problems = [
+            *independent(self._worker_count_problems),
+            *names,
+            *independent(self._worker_cluster_problems),
+            *independent(self._sameness_problems),
+        ]
+        # The workers' quotas are summed per worker name: with two workers of one name the sums would mislead.
+        if not names:
+            problems += independent(self._manager_quota_problems)
         if problems:
             raise problems_error(problems)
         return self
 
+    def _worker_count_problems(self) -> list[str]:
+        if len(self.workers) >= MIN_WORKERS:
+            return []
+        return [
+            f".workers: {len(self.workers)} worker(s) given; a fleet needs at least {MIN_WORKERS} (for one "
+            "cluster use the `gke-tpu-priority:platform` setting)"
+        ]
+
+    def _worker_name_problems(self) -> list[str]:
+        names: dict[str, int] = {}
+
+        def one(i: int) -> list[str]:
+            name = self.workers[i].name
+            first = names.setdefault(name, i)
+            if first == i:
+                return []
+            return [f".workers[{i}].name: {name!r} is already used by workers[{first}]; worker names must be unique"]
+
+        return independent(*(lambda i=i: one(i) for i in range(len(self.workers))))
+
+    def _worker_cluster_problems(self) -> list[str]:
+        """Each worker's GKE cluster: named, reached by its endpoint, its own and not the manager's."""
+        clusters: dict[tuple[str, str, str], int] = {}
+
+        def existing_name(i: int) -> list[str]:
+            p = self.workers[i].platform
+            if p.cluster.is_existing() and "name" not in p.cluster.model_fields_set:
+                return [
+                    f".workers[{i}].platform.cluster.name: required with `cluster.mode: existing` (the manager "
+                    "reaches the worker's GKE cluster by name); set the existing cluster's name"
+                ]
+            return []
+
+        def context(i: int) -> list[str]:
+            cluster = self.workers[i].platform.cluster
+            if cluster.kubeconfig_context is None:
+                return []
+            return [
+                f".workers[{i}].platform.cluster.kubeconfigContext: {cluster.kubeconfig_context!r} is not "
+                "allowed in a fleet: the manager needs the worker's GKE endpoint; name the cluster "
+                "(`cluster.name`, `cluster.location`) instead"
+            ]
+
+        def key(i: int) -> tuple[str, str, str] | None:
+            p = self.workers[i].platform
+            if not isinstance(p.cluster.name, str) or not isinstance(p.project, str):
+                return None
+            return (p.project, p.cluster.location or p.region, p.cluster.name)
+
+        def own_cluster(i: int) -> list[str]:
+            mine = key(i)
+            if mine is None:
+                return [f".workers[{i}].platform: project and cluster.name must be plain strings in a fleet"]
+            first = clusters.setdefault(mine, i)
+            if first == i:
+                return []
+            return [
+                f".workers[{i}].platform.cluster.name: {mine[2]!r} in {mine[1]!r} (project {mine[0]!r}) is "
+                f"already workers[{first}]'s cluster; give each worker its own region or cluster name"
+            ]
+
+        def not_the_manager(i: int) -> list[str]:
+            mine, m = key(i), self.manager
+            if mine is None or mine != (m.project, m.location or m.region, m.name):
+                return []
+            return [
+                f".workers[{i}].platform.cluster.name: {mine[2]!r} in {mine[1]!r} is the manager "
+                "cluster; a worker may not also be the manager (use another cluster)"
+            ]
+
+        return independent(
+            *(
+                lambda i=i, check=check: check(i)
+                for i in range(len(self.workers))
+                for check in (existing_name, context, own_cluster, not_the_manager)
+            )
+        )
+
     def _sameness_problems(self) -> list[str]:
-        """Kueue matches by name: tiers, queues, namespaces must be the same in every cluster."""
-        problems: list[str] = []
-        first = self.workers[0].platform
-        tiers = [(t.name, t.value) for t in first.priorities]
-        cqs = _queue_shape(first)
-        lqs = sorted((q.namespace, q.name, q.cluster_queue) for q in effective_local_queues(first.queues))
-        cohorts = sorted((c.name, c.parent) for c in first.queues.cohorts)
-        for i, worker in enumerate(self.workers[1:], start=1):
-            p = worker.platform
-            other_tiers = [(t.name, t.value) for t in p.priorities]
-            if other_tiers != tiers:
-                problems.append(
-                    f".workers[{i}].platform.priorities: {show_value(other_tiers)} differ from workers[0]'s "
-                    f"{show_value(tiers)}; every cluster of a fleet needs identical tiers (names and values)"
-                )
-            other_cqs = _queue_shape(p)
-            if other_cqs != cqs:
-                problems.append(
-                    f".workers[{i}].platform.queues.clusterQueues: names/namespaces/cohorts {show_value(other_cqs)} "
-                    f"differ from workers[0]'s {show_value(cqs)}; ClusterQueues must be the same in every worker "
-                    "(only quotas and flavors may differ)"
-                )
-            other_lqs = sorted((q.namespace, q.name, q.cluster_queue) for q in effective_local_queues(p.queues))
-            if other_lqs != lqs:
-                problems.append(
-                    f".workers[{i}].platform.queues.localQueues: {show_value(other_lqs)} differ from workers[0]'s "
-                    f"{show_value(lqs)}; MultiKueue needs the same namespaces and LocalQueues in every cluster"
-                )
-            if sorted((c.name, c.parent) for c in p.queues.cohorts) != cohorts:
-                problems.append(
-                    f".workers[{i}].platform.queues.cohorts: differ from workers[0]'s {show_value(cohorts)}; "
-                    "cohorts must be the same in every worker"
-                )
-        return problems
+        """Kueue matches by name: tiers, queues, namespaces must be the same in every cluster. Each worker's is
+        compared with workers[0]'s, one kind at a time, so a kind that cannot be judged leaves the others judged."""
+        kinds: tuple[tuple[str, Callable[[PlatformConfig], Any], str], ...] = (
+            (
+                "priorities",
+                lambda p: [(t.name, t.value) for t in p.priorities],
+                "{other} differ from workers[0]'s {first}; every cluster of a fleet needs identical tiers "
+                "(names and values)",
+            ),
+            (
+                "queues.clusterQueues",
+                _queue_shape,
+                "names/namespaces/cohorts {other} differ from workers[0]'s {first}; ClusterQueues must be the same "
+                "in every worker (only quotas and flavors may differ)",
+            ),
+            (
+                "queues.localQueues",
+                lambda p: sorted((q.namespace, q.name, q.cluster_queue) for q in effective_local_queues(p.queues)),
+                "{other} differ from workers[0]'s {first}; MultiKueue needs the same namespaces and LocalQueues in "
+                "every cluster",
+            ),
+            (
+                "queues.cohorts",
+                lambda p: sorted((c.name, c.parent) for c in p.queues.cohorts),
+                "differ from workers[0]'s {first}; cohorts must be the same in every worker",
+            ),
+        )
+
+        def compare(i: int, path: str, shape: Callable[[PlatformConfig], Any], text: str) -> list[str]:
+            first, other = shape(self.workers[0].platform), shape(self.workers[i].platform)
+            if other == first:
+                return []
+            return [f".workers[{i}].platform.{path}: " + text.format(other=show_value(other), first=show_value(first))]
+
+        return independent(
+            *(lambda i=i, kind=kind: compare(i, *kind) for i in range(1, len(self.workers)) for kind in kinds)
+        )
 
     def _manager_quota_problems(self) -> list[str]:
-        problems: list[str] = []
+        seen: dict[tuple[str, str], int] = {}
+
+        def duplicate(i: int) -> list[str]:
+            mq = self.manager_quotas[i]
+            key = (mq.cluster_queue, mq.flavor)
+            first = seen.setdefault(key, i)
+            return (
+                [] if first == i else [f".managerQuotas[{i}]: {key[0]!r}/{key[1]!r} is already managerQuotas[{first}]"]
+            )
+
+        # Judged against every worker's quotas: a worker whose queues or pools failed leaves these out.
         backing = self.worker_quota()
         queues = {cq.name: {q.flavor for q in cq.quotas} for qs in self.worker_queues() for cq in qs}
-        seen: dict[tuple[str, str], int] = {}
-        for i, mq in enumerate(self.manager_quotas):
+
+        def backed(i: int) -> list[str]:
+            mq = self.manager_quotas[i]
             key = (mq.cluster_queue, mq.flavor)
-            if key in seen:
-                problems.append(
-                    f".managerQuotas[{i}]: {mq.cluster_queue!r}/{mq.flavor!r} is already managerQuotas[{seen[key]}]"
-                )
-            seen.setdefault(key, i)
             if mq.cluster_queue not in queues:
-                problems.append(
+                return [
                     f".managerQuotas[{i}].clusterQueue: {mq.cluster_queue!r} is not a ClusterQueue of the workers "
                     f"(have: {', '.join(sorted(queues))})"
-                )
-                continue
+                ]
             if key not in backing:
-                problems.append(
+                return [
                     f".managerQuotas[{i}].flavor: {mq.flavor!r} has no quota in ClusterQueue "
                     f"{mq.cluster_queue!r} on any worker (flavors: {', '.join(sorted(queues[mq.cluster_queue]))})"
-                )
-                continue
+                ]
             total = sum(backing[key].values())
             if mq.chips > total and not self.allow_overcommit:
                 per = ", ".join(f"{w}: {c}" for w, c in backing[key].items())
-                problems.append(
+                return [
                     f".managerQuotas[{i}].chips: {mq.chips} exceeds the {total} chips the workers back for "
                     f"{mq.cluster_queue!r}/{mq.flavor!r} ({per}); use at most {total} or set "
                     "`allowOvercommit: true`"
-                )
-        return problems
+                ]
+            return []
+
+        return independent(
+            *(
+                lambda i=i, check=check: check(i)
+                for i in range(len(self.manager_quotas))
+                for check in (duplicate, backed)
+            )
+        )
 
 
 def _queue_shape(p: PlatformConfig) -> list[tuple[str, str, str]]:

@@ -1,8 +1,10 @@
-import * as gcp from "@pulumi/gcp";
+import * as pulumi from "@pulumi/pulumi";
 import * as tpu from "@pulumi/gke-tpu-priority";
 
-// The project id as another resource's output: `platform.project` is typed Input<string>.
-const project = gcp.organizations.getProjectOutput({}).projectId;
+// The project id as another stack's output (the stack that made the project): `platform.project` is typed
+// Input<string>, so it takes an Output as well as a plain string.
+const projects = new pulumi.StackReference("my-org/gcp-projects/prod");
+const project = projects.requireOutput("projectId");
 
 // BEGIN platform settings (checked against components/schema.json by `make test`)
 const platform = new tpu.TpuPlatform("training", {

@@ -29,7 +29,7 @@ from hotswap.planner.actions import (
 from hotswap.planner.inversion import contested_inversions, find_inversions, resolve_contested, resolve_inversions
 from hotswap.planner.ops import Ledger, advance_ops
 from hotswap.planner.preempt import disrupted_units, plan_preemptions
-from hotswap.planner.quarantine import quarantine_actions, quarantined_after
+from hotswap.planner.quarantine import quarantine_actions, quarantined_after, tainted_nodes
 from hotswap.planner.release import plan_releases
 from hotswap.planner.starvation import starved_units
 from hotswap.planner.wakeup import next_wakeup
@@ -43,7 +43,8 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     """Decide this pass's writes and events from one consistent snapshot."""
     world = build_world(snapshot, now, config)
     # First: the taints keep restarted preemptors off broken slices, and the holds below free healthy ones.
-    quarantine = quarantine_actions(world)
+    tainted = tainted_nodes(world)
+    quarantine = quarantine_actions(world, tainted)
     ledger = Ledger()
     disrupted = disrupted_units(world)
     inversions = find_inversions(world)
@@ -90,7 +91,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             victims_released=released,
             releases_deferred=ledger.deferred,
             held_workloads=max(0, held_now),
-            nodes_quarantined=quarantined_after(world, quarantine),
+            nodes_quarantined=quarantined_after(tainted, quarantine),
             exclusions=tuple(
                 (reason, len(keys), tuple(sorted(keys)[:5])) for reason, keys in sorted(world.excluded.items())
             ),

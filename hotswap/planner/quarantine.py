@@ -27,8 +27,15 @@ def _ref(node: Node) -> ObjectRef:
     return ObjectRef("Node", "", node.name, "")
 
 
-def quarantine_actions(world: World) -> list[TaintNode]:
-    """Taint the present hosts of every Suspect or Unhealthy slice; untaint every other node that carries it.
+def tainted_nodes(world: World) -> frozenset[str]:
+    """Nodes that carry the quarantine taint now (one scan of the snapshot's nodes per pass)."""
+    key = world.keys.quarantine_taint
+    return frozenset(name for name, node in world.nodes.items() if _carries(node, key))
+
+
+def quarantine_actions(world: World, tainted: frozenset[str]) -> list[TaintNode]:
+    """Taint the present hosts of every Suspect or Unhealthy slice; untaint every other node that carries it
+    (`tainted`: `tainted_nodes` of this world).
 
     Suspect too, not only Unhealthy: a multi-host slice with a host down runs nothing whether or not the fault has
     outlasted `unhealthyGrace`, and a preemptor that restarts within the grace (its pods failed with the host, or
@@ -45,21 +52,23 @@ def quarantine_actions(world: World) -> list[TaintNode]:
         if found.health in _BROKEN:
             wanted.update(dict.fromkeys(found.node_names, name))
     actions: list[TaintNode] = []
-    for node_name in sorted(world.nodes):
-        node = world.nodes[node_name]
-        tainted = _carries(node, key)
+    # Only nodes that must change are looked at: the wanted ones and those tainted now, not the whole fleet.
+    for node_name in sorted(wanted.keys() | tainted):
+        node = world.nodes.get(node_name)
+        if node is None:
+            continue
+        is_tainted = node_name in tainted
         in_unhealthy = node_name in wanted
-        if in_unhealthy and not tainted and node.deletion_timestamp is None:
+        if in_unhealthy and not is_tainted and node.deletion_timestamp is None:
             actions.append(TaintNode(_ref(node), key, True, wanted[node_name]))
-        elif tainted and not in_unhealthy:
+        elif is_tainted and not in_unhealthy:
             actions.append(TaintNode(_ref(node), key, False, node.node_pool))
     return actions
 
 
-def quarantined_after(world: World, actions: list[TaintNode]) -> int:
-    """How many nodes carry the taint once `actions` are applied."""
-    key = world.keys.quarantine_taint
-    now = {name for name, node in world.nodes.items() if _carries(node, key)}
+def quarantined_after(tainted: frozenset[str], actions: list[TaintNode]) -> int:
+    """How many nodes carry the taint once `actions` are applied (`tainted`: before them)."""
+    now = set(tainted)
     for action in actions:
         (now.add if action.present else now.discard)(action.node.name)
     return len(now)

@@ -443,7 +443,7 @@ def targets_markdown(targets: Iterable[Mapping[str, Any]]) -> str:
 
 def markdown(report: Mapping[str, Any]) -> str:
     parts = [
-        "### Six policies side by side (no JobSet publishes a checkpoint)\n\n" + scenarios_markdown(report),
+        "### Seven policies side by side (no JobSet publishes a checkpoint)\n\n" + scenarios_markdown(report),
         "### Badput per tier and priority-weighted\n\n" + tiers_markdown(report),
         "### Distance to the hindsight bound\n\n" + best_online_markdown(report),
         "### Reconciler against each peer, paired by seed\n\n"

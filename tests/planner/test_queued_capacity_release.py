@@ -18,20 +18,13 @@ from hotswap.planner import plan
 from hotswap.planner.actions import HoldVictim, Plan, ReleaseReason, ReleaseVictim
 from hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
-from tests.planner.invariants import assert_invariants, idempotence_violations
+from tests.planner.invariants import assert_invariants
+from tests.planner.test_capacity_ladder import run  # plan at T0 with the default config, invariants checked
 from tests.planner.test_planner_matrix import disrupted_fleet
 
 CFG = HotswapConfig()
 KEYS = AnnotationKeys(CFG.annotation_domain)
 SLICE_CHIPS = 16  # a v6e 4x4 slice
-
-
-def run(fleet: Fleet) -> Plan:
-    snapshot = fleet.snapshot()
-    result = plan(snapshot, T0, CFG)
-    assert_invariants(snapshot, result, CFG)
-    assert idempotence_violations(snapshot, result, CFG) == []
-    return result
 
 
 def releases(result: Plan) -> dict[str, ReleaseReason]:

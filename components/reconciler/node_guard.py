@@ -12,16 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from components.config import PlatformConfig
-from components.reconciler.objects import APP, LABELS, quarantine_enabled
-from components.reconciler.state_guard import API_VERSION, deny_binding
+from components.reconciler.objects import LABELS, quarantine_enabled
+from components.reconciler.state_guard import API_VERSION, deny_binding, reconciler_user
 from components.workloads.jobset import HOTSWAP_DOMAIN
+from hotswap.annotations import AnnotationKeys
 
 POLICY = "gke-tpu-priority-hotswap-node-scope"
 
 
 def quarantine_taint_key(config: PlatformConfig) -> str:
     """The package sets the reconciler's annotation domain (`annotationDomain` is not a stack setting)."""
-    return f"{HOTSWAP_DOMAIN}/unhealthy-slice"
+    return AnnotationKeys(HOTSWAP_DOMAIN).quarantine_taint
 
 
 def _taints_but(obj: str, key: str) -> str:
@@ -47,7 +48,7 @@ def _refusal(expression: str, message: str) -> dict[str, str]:
 
 def node_guard_policy(config: PlatformConfig) -> dict[str, Any]:
     key = quarantine_taint_key(config)
-    user = f"system:serviceaccount:{config.hotswap.namespace}:{APP}"
+    user = reconciler_user(config)
     only = f"the hotswap reconciler may change only its own {key} taint"
     return {
         "apiVersion": API_VERSION,

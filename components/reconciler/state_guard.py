@@ -20,7 +20,8 @@ ANNOTATION_DOMAIN = "hotswap.gke-tpu-priority.io/"
 API_VERSION = "admissionregistration.k8s.io/v1"
 
 
-def _reconciler_user(config: PlatformConfig) -> str:
+def reconciler_user(config: PlatformConfig) -> str:
+    """The reconciler's service account as the API server names the requester."""
     return f"system:serviceaccount:{config.hotswap.namespace}:{APP}"
 
 
@@ -50,7 +51,7 @@ def state_guard_policy(config: PlatformConfig) -> dict[str, Any]:
                     # its would wedge admission, so it is trusted like the reconciler.
                     "name": "not-from-the-reconciler-or-kueue",
                     "expression": (
-                        f"request.userInfo.username != '{_reconciler_user(config)}' && "
+                        f"request.userInfo.username != '{reconciler_user(config)}' && "
                         f"!request.userInfo.username.startsWith('system:serviceaccount:{config.kueue.namespace}:')"
                     ),
                 }

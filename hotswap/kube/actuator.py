@@ -247,6 +247,20 @@ def quarantine_taints(taints: list[JsonObj], key: str, present: bool) -> list[Js
     return [*others, {"key": key, "effect": "NoSchedule"}] if present else others
 
 
+async def read_taint_patch(
+    core: client.CoreV1Api, api: client.ApiClient, name: str, key: str, present: bool
+) -> JsonObj | None:
+    """Read the node and return the merge patch that adds or removes the quarantine taint `key` under the read
+    resourceVersion (a merge patch replaces `spec.taints` whole, so the list sent is the one read with ours
+    changed); None if nothing changes. Raises the API's errors (404 when the node is gone)."""
+    node = await core.read_node(name, _request_timeout=REQUEST_TIMEOUT)
+    taints = [api.sanitize_for_serialization(t) for t in (node.spec.taints or [])]
+    body = quarantine_taints(taints, key, present)
+    if body is None:
+        return None
+    return {"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": body}}
+
+
 class Actuator:
     """Runs a plan's actions in order, then emits its events (best effort)."""
 
@@ -403,16 +417,14 @@ class Actuator:
         ref = action.node
         try:
             for attempt in range(1, self._max_attempts + 1):
-                current = await self._core.read_node(ref.name, _request_timeout=REQUEST_TIMEOUT)
-                taints = [self._api.sanitize_for_serialization(t) for t in (current.spec.taints or [])]
-                body = quarantine_taints(taints, action.key, action.present)
-                if body is None:
+                patch = await read_taint_patch(self._core, self._api, ref.name, action.key, action.present)
+                if patch is None:
                     return Outcome(action, Result.ALREADY_DONE, "taint already " + ("on" if action.present else "off"))
                 timeout = await self._fence(self._node_limiter)
                 try:
                     await self._core.patch_node(
                         ref.name,
-                        {"metadata": {"resourceVersion": current.metadata.resource_version}, "spec": {"taints": body}},
+                        patch,
                         _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
                         _request_timeout=timeout,
                     )

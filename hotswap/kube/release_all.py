@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from hotswap.annotations import AnnotationKeys
-from hotswap.kube.actuator import quarantine_taints
+from hotswap.kube.actuator import read_taint_patch
 from hotswap.kube.client import REQUEST_TIMEOUT
 from hotswap.kube.resources import MERGE_PATCH, WORKLOADS, merge_patch
 
@@ -114,12 +114,9 @@ async def _untaint_nodes(
 async def _untaint_one(core: client.CoreV1Api, api: client.ApiClient, name: str, key: str) -> bool:
     for _ in range(MAX_ATTEMPTS):
         try:
-            node = await core.read_node(name, _request_timeout=REQUEST_TIMEOUT)
-            taints = [api.sanitize_for_serialization(t) for t in node.spec.taints or []]
-            body = quarantine_taints(taints, key, present=False)
-            if body is None:
+            patch = await read_taint_patch(core, api, name, key, present=False)
+            if patch is None:
                 return True
-            patch = {"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": body}}
             await core.patch_node(name, patch, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT)  # type: ignore[call-arg]
             log.info("removed the quarantine taint", extra={"node": name})
             return True

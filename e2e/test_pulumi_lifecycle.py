@@ -121,6 +121,7 @@ def lifecycle() -> Iterator[Lifecycle]:
     cluster = LocalCluster(directory / "cluster")
     backers: list[Any] = []
     node: ProcessBackedNode | None = None
+    engine: Engine | None = None
     section = report.section("pulumi")
     section["versions"] = {
         "pulumi": toolchain.TOOLS["pulumi"].version,
@@ -139,8 +140,10 @@ def lifecycle() -> Iterator[Lifecycle]:
         ]
         node = ProcessBackedNode(cluster, backers)
         node.start()
-        yield Lifecycle(cluster, node, Engine(directory / "engine", cluster.kubeconfig), base_platform())
+        engine = Engine(directory / "engine", cluster.kubeconfig)
+        yield Lifecycle(cluster, node, engine, base_platform())
     finally:
+        section["driverCrashes"] = engine.crashes if engine is not None else []
         if node is not None:
             section["podReadySeconds"] = node.ready_seconds
             node.stop()

@@ -16,7 +16,7 @@ import pytest
 from cryptography import x509
 
 from components.tpu_shapes import ACCELERATOR_LABEL, NODEPOOL_LABEL, TPU_RESOURCE
-from e2e import toolchain
+from e2e import pulumi_engine, toolchain
 from e2e.apply import differences
 from e2e.controllers import DirectoryLock, manager_spec
 from e2e.egress import EgressProxy
@@ -258,3 +258,45 @@ def test_the_policy_pack_shim_serves_the_repositorys_pack_with_the_running_inter
     assert text.startswith(f"#!{sys.executable}\n")
     assert repr(str(ROOT / "policies" / "__main__.py")) in text
     assert shim.stat().st_mode & 0o111
+
+
+def _fake_driver(tmp_path: Path, crashes: int) -> Path:
+    """A stand-in for the e2e virtualenv's python: dies of SIGSEGV `crashes` times, then prints a result line."""
+    counter = tmp_path / "runs"
+    script = tmp_path / "python"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo run >> "{counter}"\n'
+        f'if [ "$(wc -l < "{counter}")" -le {crashes} ]; then echo "Fatal Python error" >&2; kill -SEGV $$; fi\n'
+        'echo \'{"ok": false, "changes": {}, "policyViolations": [{"policy": "p"}]}\'\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def _engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crashes: int) -> pulumi_engine.Engine:
+    monkeypatch.setattr(pulumi_engine, "venv_python", lambda: _fake_driver(tmp_path, crashes))
+    monkeypatch.setattr(toolchain, "binary", lambda name: tmp_path / "bin" / name)
+    return pulumi_engine.Engine(tmp_path / "engine", tmp_path / "kubeconfig")
+
+
+def test_a_preview_whose_driver_crashed_runs_once_more_and_the_crash_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = _engine(tmp_path, monkeypatch, crashes=1)
+    outcome = engine.run("preview", {}, label="rogue")
+    assert outcome.violations == [{"policy": "p"}]
+    assert [(c["operation"], c["signal"]) for c in engine.crashes] == [("01-preview-rogue", 11)]
+    assert "Fatal Python error" in Path(engine.crashes[0]["log"]).read_text()
+    assert engine.env["PYTHONFAULTHANDLER"] == "1"
+
+
+def test_a_driver_that_crashes_twice_or_during_an_up_fails_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(RuntimeError, match=r"exit -11"):
+        _engine(tmp_path / "a", monkeypatch, crashes=2).run("preview", {})
+    up = _engine(tmp_path / "b", monkeypatch, crashes=1)
+    with pytest.raises(RuntimeError, match=r"exit -11"):
+        up.run("up", {})
+    assert up.crashes == []

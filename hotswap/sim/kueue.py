@@ -108,8 +108,19 @@ LADDER = (Capacity.RESERVATION, Capacity.SPOT, Capacity.QUEUED)
 simulator does not model: plain flex-start and on-demand)."""
 
 
+def rungs(w: Job, spot_max_priority: int | None) -> tuple[Capacity, ...]:
+    """The flavors of `LADDER` a workload may take: all of them, or without spot above `spot_max_priority`."""
+    if spot_max_priority is not None and w.priority > spot_max_priority:
+        return tuple(c for c in LADDER if c is not Capacity.SPOT)
+    return LADDER
+
+
 def plan_ladder_admission(
-    jobs: Iterable[Job], quotas: dict[Capacity, int], chips_per_slice: int, now: float = 0.0
+    jobs: Iterable[Job],
+    quotas: dict[Capacity, int],
+    chips_per_slice: int,
+    now: float = 0.0,
+    spot_max_priority: int | None = None,
 ) -> AdmissionPlan:
     """`plan_admission` for a ClusterQueue with one ResourceFlavor per capacity mode, in `LADDER` order.
 
@@ -117,7 +128,7 @@ def plan_ladder_admission(
     first where the workload fits as is; only when none does, it preempts in the first flavor where lower-priority
     workloads of that flavor can make room. A JobSet has one pod set, so all its slices get one flavor. Quota per
     flavor is its nominal slices and does not shrink while spot VMs are gone (Kueue does not see capacity).
-    Borrowing and cohorts are left out: one ClusterQueue.
+    Borrowing and cohorts are left out: one ClusterQueue. A workload above `spot_max_priority` never takes spot.
     """
     jobs = list(jobs)
     used = {c: 0 for c in LADDER}
@@ -131,13 +142,14 @@ def plan_ladder_admission(
     plan = AdmissionPlan()
     for w in queued:
         need = _demand(w, chips_per_slice)
-        fits = next((c for c in LADDER if used[c] + need <= quotas.get(c, 0)), None)
+        allowed = rungs(w, spot_max_priority)
+        fits = next((c for c in allowed if used[c] + need <= quotas.get(c, 0)), None)
         if fits is not None:
             plan.admit.append(w)
             plan.flavor[w] = fits
             used[fits] += need
             continue
-        for c in LADDER:
+        for c in allowed:
             chosen = _victims_in_flavor(w, jobs, c, used[c], quotas.get(c, 0), chips_per_slice)
             if chosen is not None:
                 plan.preempt.extend(chosen)

@@ -332,6 +332,12 @@ class Fleet(_Frozen):
         description="Of `slices`, how many are queued flex-start capacity (the last ones): they exist only while a "
         "workload admitted through a ProvisioningRequest holds them; the number is the flavor's quota.",
     )
+    spot_max_priority: int | None = Field(
+        None,
+        description="Highest workload priority Kueue may admit on the spot rung; None: every tier. Models a platform "
+        "that keeps its top tier off capacity GCP reclaims (such a JobSet's required node affinity excludes the spot "
+        "flavor's capacity label, so Kueue's flavor assigner skips that flavor for it).",
+    )
 
     @model_validator(mode="after")
     def _ladder_fits(self) -> Fleet:

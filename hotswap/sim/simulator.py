@@ -826,7 +826,7 @@ class Simulator:
         if not fleet.ladder:
             return kueue.plan_admission(self.live, self.quota_chips, self.chips_per_slice, self.now, self.cohort)
         quotas = {c: fleet.slices_of(c) * self.chips_per_slice for c in kueue.LADDER}
-        return kueue.plan_ladder_admission(self.live, quotas, self.chips_per_slice, self.now)
+        return kueue.plan_ladder_admission(self.live, quotas, self.chips_per_slice, self.now, fleet.spot_max_priority)
 
     def _spot_clock(self, sid: int) -> None:
         """GCP reclaims a spot slice (Poisson per slice, its own stream: the same moments under every policy). A

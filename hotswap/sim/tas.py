@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from hotswap.sim.cohort import Cohort, fill_back
-from hotswap.sim.kueue import LADDER, AdmissionPlan, _victims_in_flavor, queued_in_order
+from hotswap.sim.kueue import LADDER, AdmissionPlan, _victims_in_flavor, queued_in_order, rungs
 from hotswap.sim.params import Capacity
 from hotswap.sim.state import Job, JobState, Slice
 
@@ -169,6 +169,7 @@ def plan_ladder_admission(
     now: float,
     *,
     preempt_for_topology: bool = True,
+    spot_max_priority: int | None = None,
 ) -> AdmissionPlan:
     """TAS admission on a capacity ladder: one ResourceFlavor per capacity mode in `LADDER` order, the same flavor
     order and quotas as `kueue.plan_ladder_admission` gives the quota-model policies (issue 37: like for like).
@@ -179,7 +180,8 @@ def plan_ladder_admission(
     ProvisioningRequest is filled: quota alone admits there, and the topology follows the provisioned nodes
     (Kueue's delayed topology request), so its pods are placed on the slices GKE made for it. When no flavor
     fits, preemption runs in the first flavor where lower-priority workloads of that flavor make room (quota and,
-    outside the queued flavor, topology; for topology alone only with `preempt_for_topology`)."""
+    outside the queued flavor, topology; for topology alone only with `preempt_for_topology`). A workload above
+    `spot_max_priority` never takes spot."""
     jobs = list(jobs)
     used = dict.fromkeys(LADDER, 0)
     for j in jobs:
@@ -189,8 +191,9 @@ def plan_ladder_admission(
     plan = AdmissionPlan()
     for w in queued_in_order(jobs, now):
         need = w.slices * chips_per_slice
+        allowed = rungs(w, spot_max_priority)
         admitted = False
-        for c in LADDER:
+        for c in allowed:
             if used[c] + need > quotas.get(c, 0):
                 continue
             if c is Capacity.QUEUED:
@@ -211,7 +214,7 @@ def plan_ladder_admission(
                 break
         if admitted:
             continue
-        for c in LADDER:
+        for c in allowed:
             quota = quotas.get(c, 0)
             quota_fits = used[c] + need <= quota
             if c is Capacity.QUEUED:

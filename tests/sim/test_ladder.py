@@ -12,7 +12,7 @@ from hotswap.sim import kubescheduler, kueue
 from hotswap.sim.params import HOUR, Capacity, FailureKind, Failures, Fleet, JobClass, RepairBand, Scenario
 from hotswap.sim.policies.none import NonePolicy
 from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.runner import run_one
+from hotswap.sim.runner import POLICIES, run_one
 from hotswap.sim.scenarios import ladder, standard_scenarios
 from hotswap.sim.simulator import Simulator
 from hotswap.sim.snapshot import SPOT_LABEL, at, build_snapshot, node_labels
@@ -73,6 +73,59 @@ def test_kueue_fills_reservation_then_spot_then_queued_in_priority_order() -> No
         Capacity.QUEUED,
     ]
     assert plan.preempt == []
+
+
+def test_a_tier_above_spot_max_priority_skips_the_spot_rung_and_the_others_still_take_it() -> None:
+    quotas = {Capacity.RESERVATION: 16, Capacity.SPOT: 16, Capacity.QUEUED: 32}
+    for capped in (None, LOW):
+        jobs = [_job(0, HIGH), _job(1, HIGH), _job(2, LOW)]
+        plan = kueue.plan_ladder_admission(jobs, quotas, chips_per_slice=16, spot_max_priority=capped)
+        flavors = {j.id: plan.flavor[j] for j in plan.admit}
+        if capped is None:  # control: the second high JobSet takes spot, the low one the queued rung
+            assert flavors == {0: Capacity.RESERVATION, 1: Capacity.SPOT, 2: Capacity.QUEUED}
+        else:
+            assert flavors == {0: Capacity.RESERVATION, 1: Capacity.QUEUED, 2: Capacity.SPOT}
+
+
+def test_a_tier_above_spot_max_priority_preempts_past_the_spot_rung() -> None:
+    """With no free quota anywhere, Kueue's preemption runs in the first flavor the workload may take: not spot."""
+    spot_low, queued_low = _job(0, LOW), _job(1, LOW)
+    for j, flavor in ((spot_low, Capacity.SPOT), (queued_low, Capacity.QUEUED)):
+        j.state, j.quota_reserved, j.flavor = JobState.ADMITTED, True, flavor
+    quotas = {Capacity.RESERVATION: 0, Capacity.SPOT: 16, Capacity.QUEUED: 16}
+    for capped, victim in ((None, spot_low), (LOW, queued_low)):
+        plan = kueue.plan_ladder_admission([spot_low, queued_low, _job(2, HIGH)], quotas, 16, spot_max_priority=capped)
+        assert plan.admit == [] and plan.preempt == [victim]
+
+
+def _tiers_admitted_on_spot(scenario: Scenario, policy: str) -> set[str]:
+    sim = Simulator(scenario, POLICIES[policy]())
+    seen: set[str] = set()
+    admit = sim._admit
+
+    def record(job: Job) -> None:
+        admit(job)
+        if job.flavor is Capacity.SPOT:
+            seen.add(job.cls.name)
+
+    sim._admit = record  # type: ignore[method-assign]
+    sim.run()
+    return seen
+
+
+def test_with_spot_max_priority_no_policy_runs_the_top_tier_on_spot() -> None:
+    scenario = ladder(seed=20260901, scale=0.05)
+    capped = scenario.model_copy(
+        update={"fleet": scenario.fleet.model_copy(update={"spot_max_priority": scenario.classes[1].priority})}
+    )
+    top = scenario.classes[0].name
+    for policy in ("reconciler", "kueue-tas"):
+        spot_tiers = {
+            "all": _tiers_admitted_on_spot(scenario, policy),
+            "capped": _tiers_admitted_on_spot(capped, policy),
+        }
+        assert top in spot_tiers["all"], (policy, spot_tiers)  # control: the top tier does reach spot
+        assert top not in spot_tiers["capped"] and spot_tiers["capped"], (policy, spot_tiers)
 
 
 def test_a_full_ladder_preempts_in_the_first_flavor_where_lower_priority_work_makes_room() -> None:

@@ -73,7 +73,13 @@ class KueueTASPolicy:
         if fleet.ladder:
             quotas = {c: fleet.slices_of(c) * sim.chips_per_slice for c in LADDER}
             return tas.plan_ladder_admission(
-                jobs, sim.slices, quotas, sim.chips_per_slice, now, preempt_for_topology=self.preempt_for_topology
+                jobs,
+                sim.slices,
+                quotas,
+                sim.chips_per_slice,
+                now,
+                preempt_for_topology=self.preempt_for_topology,
+                spot_max_priority=fleet.spot_max_priority,
             )
         return tas.plan_admission(
             jobs,

@@ -644,6 +644,8 @@ class TpuJobSetSpec(TypedDict):
     """Opt in to the reconciler failing this JobSet's pods stuck on unreachable nodes at once."""
     protect: NotRequired[bool]
     """Never choose this JobSet as a hotswap victim."""
+    allow_spot: NotRequired[bool]
+    """False keeps the JobSet off spot capacity: a required node affinity excludes spot nodes (`gke-tpu-priority.io/capacity: spot`, GKE's `cloud.google.com/gke-spot: "true"`), so Kueue never assigns it a spot flavor and takes the next rung of the ladder instead. For long top-tier runs, which lose their progress since the last checkpoint each time GCP reclaims a spot VM."""
 
 
 class ManagerSettings(TypedDict):

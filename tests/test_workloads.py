@@ -180,3 +180,52 @@ def test_pods_know_their_jobset_for_mark_checkpoint() -> None:
     overridden = env_of(tpu_jobset(spec(env={"JOBSET_NAME": "mine"})))
     assert [e["name"] for e in overridden] == ["JOBSET_NAME", "POD_NAMESPACE"]
     assert overridden[0] == {"name": "JOBSET_NAME", "value": "mine"}
+
+
+def test_allow_spot_false_excludes_both_spot_labels_and_stays_valid_and_policy_clean() -> None:
+    def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+        spec_: dict[str, Any] = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        return spec_
+
+    assert "affinity" not in pod_spec(tpu_jobset(spec()))  # default: every rung, spot included
+    obj = tpu_jobset(spec(allowSpot=False))
+    terms = pod_spec(obj)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    # One term, so both expressions must hold: off the package's spot pools and off GKE-labelled spot nodes.
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {"key": "gke-tpu-priority.io/capacity", "operator": "NotIn", "values": ["spot"]},
+                {"key": "cloud.google.com/gke-spot", "operator": "NotIn", "values": ["true"]},
+            ]
+        }
+    ]
+    assert pod_spec(obj)["nodeSelector"] == pod_spec(tpu_jobset(spec()))["nodeSelector"]
+    assert_valid(obj)
+
+    def violations(inputs: dict[str, Any]) -> list[str]:
+        resource = {
+            "urn": "urn:pulumi:s::p::kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::train",
+            "type": "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet",
+            "name": "train",
+            "parent": None,
+            "inputs": inputs,
+        }
+        return sorted(v.policy for v in evaluate_resources([resource]))
+
+    # The rule set says of it what it says of the default template (here: only that no stack declares its queue).
+    assert violations(obj) == violations(tpu_jobset(spec()))
+
+
+def test_cli_no_spot_sets_the_affinity(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--name", "t", "--namespace", "ns", "--queue", "q", "--priority", "p", "--topology", "4x4", "--image", "i"]
+    assert render_main([*argv, "--no-spot"]) == 0
+    rendered = yaml.safe_load(capsys.readouterr().out)
+    pod = rendered["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["affinity"]["nodeAffinity"]
+    assert render_main(argv) == 0
+    assert (
+        "affinity"
+        not in yaml.safe_load(capsys.readouterr().out)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+            "spec"
+        ]
+    )

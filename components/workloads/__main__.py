@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image", required=True)
     parser.add_argument("--max-restarts", type=int, default=3)
     parser.add_argument("--fast-fail", action="store_true", help="opt in to hotswap fast-fail")
+    parser.add_argument(
+        "--no-spot", action="store_true", help="keep the JobSet off spot capacity (Kueue takes the next rung)"
+    )
     parser.add_argument("command", nargs="*", help="container command (after --)")
     ns = parser.parse_args(argv)
     raw = {
@@ -37,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         "image": ns.image,
         "maxRestarts": ns.max_restarts,
         "fastFail": ns.fast_fail,
+        "allowSpot": not ns.no_spot,
         "command": ns.command,
     }
     try:

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from components import tpu_shapes
 from components.config.base import ConfigModel, problems_error
 from components.config.priorities import NAME_PATTERN
+from components.config.tpu import CAPACITY_LABEL, CapacityMode
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -31,6 +32,19 @@ DOWNWARD_ENV = (
 DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DNS1035_LABEL_MAX = 63
 POD_SUFFIX_PLACEHOLDER = "-abcde"
+SPOT_NODE_LABELS = ((CAPACITY_LABEL, CapacityMode.SPOT.value), ("cloud.google.com/gke-spot", "true"))
+# Kueue's flavor assigner matches a pod set's required node affinity against each flavor's nodeLabels (on the keys
+# the ClusterQueue's flavors use), so one term excluding both spot labels rules out a spot flavor however it is
+# labelled. NotIn also matches nodes without the label: reservation, on-demand and flex-start pools.
+NOT_ON_SPOT: dict[str, Any] = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": k, "operator": "NotIn", "values": [v]} for k, v in SPOT_NODE_LABELS]}
+            ]
+        }
+    }
+}
 
 
 def generated_job_name(jobset: str, replicated_job: str, job_index: int) -> str:
@@ -77,6 +91,13 @@ class TpuJobSetSpec(ConfigModel):
         description="Opt in to the reconciler failing this JobSet's pods stuck on unreachable nodes at once.",
     )
     protect: bool = Field(default=False, description="Never choose this JobSet as a hotswap victim.")
+    allow_spot: bool = Field(
+        default=True,
+        description="False keeps the JobSet off spot capacity: a required node affinity excludes spot nodes "
+        '(`gke-tpu-priority.io/capacity: spot`, GKE\'s `cloud.google.com/gke-spot: "true"`), so Kueue never assigns '
+        "it a spot flavor and takes the next rung of the ladder instead. For long top-tier runs, which lose their "
+        "progress since the last checkpoint each time GCP reclaims a spot VM.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -156,6 +177,16 @@ def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
         annotations[FAST_FAIL_ANNOTATION] = "true"
     if spec.protect:
         annotations[PROTECT_ANNOTATION] = "true"
+    pod_spec: dict[str, Any] = {
+        "priorityClassName": spec.priority,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": spec.termination_grace_seconds,
+        "nodeSelector": node_selector,
+        "tolerations": [{"key": tpu_shapes.TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [container],
+    }
+    if not spec.allow_spot:
+        pod_spec["affinity"] = NOT_ON_SPOT
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
@@ -199,18 +230,7 @@ def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
                                     }
                                 ]
                             },
-                            "template": {
-                                "spec": {
-                                    "priorityClassName": spec.priority,
-                                    "restartPolicy": "Never",
-                                    "terminationGracePeriodSeconds": spec.termination_grace_seconds,
-                                    "nodeSelector": node_selector,
-                                    "tolerations": [
-                                        {"key": tpu_shapes.TPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-                                    ],
-                                    "containers": [container],
-                                }
-                            },
+                            "template": {"spec": pod_spec},
                         }
                     },
                 }

@@ -10,6 +10,7 @@ from components.config.priorities import MAX_USER_PRIORITY, HotswapMode, Priorit
 from components.kube.immutable import replacement_options
 from components.kube.objects import KubernetesObject, inherited_depends_on
 from components.schema_types import PlatformConfig as PlatformSettings
+from policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION
 
 TYPE_TOKEN = "gke-tpu-priority:index:PriorityTiers"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -65,10 +66,14 @@ def controller_priority_class(
 
 
 def workload_priority_class(tier: PriorityTier) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": tier.name, "labels": {TIER_LABEL: tier.name}}
+    if not tier.spot:
+        # The policy pack and the CLI read which tiers stay off spot from the declared objects.
+        metadata["annotations"] = {ALLOW_SPOT_ANNOTATION: "false"}
     return {
         "apiVersion": KUEUE_API,
         "kind": "WorkloadPriorityClass",
-        "metadata": {"name": tier.name, "labels": {TIER_LABEL: tier.name}},
+        "metadata": metadata,
         "value": tier.value,
         "description": tier.description,
     }

@@ -326,6 +326,8 @@ class PriorityTier(TypedDict):
     """Whether work in this tier may take TPU slices from lower tiers (hotswap preemptor, or kube-scheduler preemption in `scheduler-assisted` mode). Tiers that may not preempt sit below all that may."""
     global_default: NotRequired[bool]
     """Priority for pods that name no class; at most one tier, and the lowest."""
+    spot: NotRequired[bool]
+    """False keeps this tier's TPU work off spot capacity: the rule `tpu-workload-off-spot` (pack, CLI and admission policy) refuses a JobSet or Job of the tier whose pods do not exclude spot nodes (the JobSet builder's `allowSpot: false` does), so on a capacity ladder Kueue skips the spot rung for it. For long top-tier runs, which lose their progress since the last checkpoint whenever GCP reclaims a spot VM."""
 
 
 class FlavorSpec(TypedDict):

@@ -47,6 +47,7 @@ def admission_settings(config: PlatformConfig) -> AdmissionSettings:
         entitlements=namespace_entitlements(config.teams, config.priorities),
         # Without teams, nobody is restricted (as before teams existed); with them, only teams allowed to.
         protecting_namespaces=protecting_namespaces(config.teams) if config.teams else None,
+        spot_free_tiers=tuple(t.name for t in tiers if not t.spot),
     )
     return AdmissionSettings(
         context=context,

@@ -49,6 +49,13 @@ class PriorityTier(ConfigModel):
     global_default: bool = Field(
         default=False, description="Priority for pods that name no class; at most one tier, and the lowest."
     )
+    spot: bool = Field(
+        default=True,
+        description="False keeps this tier's TPU work off spot capacity: the rule `tpu-workload-off-spot` (pack, CLI "
+        "and admission policy) refuses a JobSet or Job of the tier whose pods do not exclude spot nodes (the JobSet "
+        "builder's `allowSpot: false` does), so on a capacity ladder Kueue skips the spot rung for it. For long "
+        "top-tier runs, which lose their progress since the last checkpoint whenever GCP reclaims a spot VM.",
+    )
 
 
 def default_tiers() -> list[PriorityTier]:

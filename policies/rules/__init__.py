@@ -10,6 +10,7 @@
 | | can be admitted with, a TPU quota below one slice |
 | ``tpu_workloads`` | JobSets/Jobs/Pods on TPU: queue, priority tier, exclusive slices, v6e shape (also in CEL) |
 | ``hotswap_readiness`` | TPU JobSets of tiers hotswap protects survive the restart that moves them (also in CEL) |
+| ``spot_tiers`` | TPU workloads of tiers kept off spot exclude spot capacity (also in CEL) |
 | ``tenancy`` | TPU only through Kueue, no nodeName, tier entitlements, who may opt out of hotswap (also in CEL) |
 | ``gke`` | TPU node pool placement, node identity and cluster hardening (Pulumi resources only) |
 | ``reconciler_hardening`` | restricted pod security, least-privilege RBAC |
@@ -31,6 +32,7 @@ from . import (
     kueue_objects,
     priority_tiers,
     reconciler_hardening,
+    spot_tiers,
     tenancy,
     tpu_workloads,
     workload_capacity,
@@ -44,6 +46,7 @@ RULES: tuple[Rule, ...] = (
     *tpu_workloads.RULES,
     *workload_capacity.RULES,
     *hotswap_readiness.RULES,
+    *spot_tiers.RULES,
     *tenancy.RULES,
     *gke.RULES,
     *reconciler_hardening.RULES,

@@ -411,6 +411,8 @@ class AdmissionContext:
     """Namespace -> the tiers its workloads may use (the stack's teams); a namespace not listed may use every tier."""
     protecting_namespaces: tuple[str, ...] | None = None
     """Namespaces whose teams may set the reconciler's protect annotation; None: every namespace (no teams)."""
+    spot_free_tiers: tuple[str, ...] = ()
+    """Tiers whose TPU workloads must stay off spot capacity (`priorities[].spot: false`)."""
 
 
 @dataclass(frozen=True)

@@ -215,6 +215,28 @@ def _flag(condition: str) -> str:
     return f"(({condition}) ? 'true' : 'false')"
 
 
+CAPACITY_LABEL = "gke-tpu-priority.io/capacity"
+"""Node label of the capacity mode of the package's TPU pools; the platform's ResourceFlavors select it."""
+SPOT_CAPACITY = "spot"
+
+
+def off_spot_cel(spec: str) -> str:
+    """Whether a pod spec keeps its pods off spot capacity: a nodeSelector pinning another capacity, or a required
+    node affinity whose every term excludes spot (`policies.rules.spot_tiers.off_spot`, in CEL)."""
+    label, spot = cel_string(CAPACITY_LABEL), cel_string(SPOT_CAPACITY)
+    required = f"{spec}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    excludes = (
+        f"e.key == {label} && has(e.values) && ((e.operator == 'NotIn' && {spot} in e.values) || "
+        f"(e.operator == 'In' && !({spot} in e.values)))"
+    )
+    return (
+        f"({_has_key(f'{spec}.nodeSelector', CAPACITY_LABEL)} && {spec}.nodeSelector[{label}] != {spot}) || "
+        f"(has({spec}.affinity) && has({spec}.affinity.nodeAffinity) && has({required}) && "
+        f"size({required}.nodeSelectorTerms) > 0 && {required}.nodeSelectorTerms.all(t, has(t.matchExpressions) && "
+        f"t.matchExpressions.exists(e, {excludes})))"
+    )
+
+
 def _template_fields(kind: str, job: str, spec: str) -> dict[str, str]:
     """What the rules read of one pod template (and of its Job), read once per request from the typed object.
 
@@ -237,6 +259,7 @@ def _template_fields(kind: str, job: str, spec: str) -> dict[str, str]:
         # JobSet creates its Jobs from the template as written.
         fields["parallelism"] = f"string(has({job}.spec.parallelism) ? {job}.spec.parallelism : 1)"
         fields["completions"] = f"string(has({job}.spec.completions) ? {job}.spec.completions : 1)"
+        fields["offSpot"] = _flag(off_spot_cel(spec))
     if kind == "JobSet":
         annotation = cel_string(EXCLUSIVE_TOPOLOGY_ANNOTATION)
         fields["exclusiveTopology"] = (

@@ -322,6 +322,7 @@ SETTINGS = admission.AdmissionSettings(
         # With teams: the entitlement and protect validations are generated, and type-checked, too.
         entitlements={"team-a": ("training-high", "training-low"), "team-b": ("training-low",)},
         protecting_namespaces=("team-a",),
+        spot_free_tiers=("training-high",),  # and the off-spot validation
     ),
     controller_namespaces=("kueue-system", "jobset-system"),
 )

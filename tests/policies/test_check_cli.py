@@ -41,11 +41,13 @@ def manifests(stack: str, build_dir: Path) -> Path:
 def team_jobset(stack: str, topology: str = "4x4") -> dict[str, Any]:
     config = parse_platform_config(load_stack_config(stack)["gke-tpu-priority:platform"])
     queue = effective_local_queues(config.queues)[0]
+    top = max(config.priorities, key=lambda t: t.value)
     spec = {
         "name": "llm",
         "namespace": queue.namespace,
         "queue": queue.name,
-        "priority": max(config.priorities, key=lambda t: t.value).name,
+        "priority": top.name,
+        "allowSpot": top.spot,  # a tier the stack keeps off spot (ladder) needs JobSets that exclude it
         "topology": topology,
         "slices": 1,  # every stack queue holds one 4x4 slice; more would never run (tpu-workload-fits-its-queue)
         "image": "trainer:1",

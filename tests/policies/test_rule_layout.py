@@ -35,7 +35,7 @@ def test_every_rule_has_one_family_and_one_pack_policy() -> None:
 def test_every_tpu_workload_and_tenancy_rule_has_an_in_cluster_form() -> None:
     workload = {r.name for r in rules.RULES if r.family in ("TPU workloads", "multi-tenancy")}
     assert workload == {r.name for r in rules.ADMISSION_RULES}
-    assert len(workload) == 11
+    assert len(workload) == 12
 
 
 def test_the_pack_loads_the_way_the_policy_host_loads_it() -> None:

@@ -14,15 +14,17 @@ from policies import rules
 from policies.admission import AdmissionSettings, validating_admission_policies, validating_admission_policy_bindings
 from policies.check import check_objects
 from policies.rules.base import AdmissionContext, manifest_object, pod_templates
+from policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION
 from policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
 from tests.policies.admission_cel import Outcome, evaluate
 from tests.support.admission_rules import admission_problems as jobset_webhook_problems
 from tests.support.crd_validation import assert_valid
 from tests.support.kube_schemas import assert_valid_builtin
 
-TIERS = {"training-high": 2_000_000, "training-low": 1_000_000}
+TIERS = {"training-critical": 3_000_000, "training-high": 2_000_000, "training-low": 1_000_000}
+OFF_SPOT = "training-critical"  # the tier the platform keeps off spot capacity
 NAMESPACE, QUEUE = "team-a", "training"
-ENTITLEMENTS = {NAMESPACE: ("training-high", "training-low"), "team-b": ("training-low",)}
+ENTITLEMENTS = {NAMESPACE: ("training-critical", "training-high", "training-low"), "team-b": ("training-low",)}
 WORKLOAD_RULES = {r.name for r in rules.ADMISSION_RULES}
 
 PLATFORM: list[dict[str, Any]] = [
@@ -31,7 +33,12 @@ PLATFORM: list[dict[str, Any]] = [
         for n, v in TIERS.items()
     ),
     *(
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": n}, "value": v}
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": n, **({"annotations": {ALLOW_SPOT_ANNOTATION: "false"}} if n == OFF_SPOT else {})},
+            "value": v,
+        }
         for n, v in TIERS.items()
     ),
     {
@@ -71,6 +78,7 @@ SETTINGS = AdmissionSettings(
         hotswap_tiers=("training-high",),
         entitlements=ENTITLEMENTS,
         protecting_namespaces=(),
+        spot_free_tiers=(OFF_SPOT,),
     ),
     controller_namespaces=("kueue-system", "jobset-system"),
 )
@@ -262,8 +270,51 @@ ATTACKS: list[tuple[str, dict[str, Any], set[str]]] = [
     ),
 ]
 
+
 # (id, object, rules it breaks)
+def affinity(*terms: list[dict[str, Any]]) -> Callable[[dict[str, Any]], Any]:
+    """Every pod template gets a required node affinity with these terms (each a list of matchExpressions)."""
+
+    def change(obj: dict[str, Any]) -> None:
+        required = {"nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}
+        for _, template in pod_templates(manifest_object(obj)):
+            template["spec"]["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+            }  # type: ignore[index]
+
+    return change
+
+
+NOT_SPOT = [{"key": "gke-tpu-priority.io/capacity", "operator": "NotIn", "values": ["spot"]}]
+ONLY_RESERVATION = [{"key": "gke-tpu-priority.io/capacity", "operator": "In", "values": ["reservation"]}]
+ZONE = [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east5-b"]}]
+OFF_SPOT_CASES: list[tuple[str, dict[str, Any], set[str]]] = [
+    ("off-spot-tier-on-any-capacity", edit(jobset(), tier(OFF_SPOT)), {"tpu-workload-off-spot"}),
+    ("off-spot-tier-job-on-any-capacity", edit(job(), tier(OFF_SPOT)), {"tpu-workload-off-spot"}),
+    ("good-off-spot-tier-excluding-spot", edit(edit(jobset(), tier(OFF_SPOT)), affinity(NOT_SPOT)), set()),
+    ("good-off-spot-tier-only-reservation", edit(edit(job(), tier(OFF_SPOT)), affinity(ONLY_RESERVATION)), set()),
+    (
+        "good-off-spot-tier-pinned-by-selector",
+        edit(
+            edit(jobset(), tier(OFF_SPOT)),
+            lambda o: js_pod(o)["nodeSelector"].update({"gke-tpu-priority.io/capacity": "reservation"}),
+        ),
+        set(),
+    ),
+    (
+        "off-spot-tier-one-term-allows-spot",
+        edit(edit(jobset(), tier(OFF_SPOT)), affinity(NOT_SPOT, ZONE)),
+        {"tpu-workload-off-spot"},
+    ),
+    (
+        "off-spot-tier-zone-affinity-only",
+        edit(edit(jobset(), tier(OFF_SPOT)), affinity(ZONE)),
+        {"tpu-workload-off-spot"},
+    ),
+    ("good-other-tier-on-any-capacity", edit(jobset(), tier("training-low")), set()),
+]
 CASES: list[tuple[str, dict[str, Any], set[str]]] = [
+    *OFF_SPOT_CASES,
     ("good-jobset-4x4", jobset(), set()),
     ("good-jobset-quantity-string", jobset(chips="4"), set()),
     (

@@ -17,6 +17,7 @@ import pytest
 from components.config.tpu import CAPACITY_LABEL
 from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 from e2e import report
+from e2e.apply import apply_all, delete_all
 from e2e.conftest import Controllers, Target
 
 JsonObj = dict[str, Any]
@@ -55,14 +56,11 @@ def _setup() -> list[JsonObj]:
 def ladder(target: Target, controllers: Controllers) -> Iterator[None]:
     objects = _setup()
     try:
-        for obj in objects:
-            response = target.rest.apply(obj, "e2e-flavors")
-            assert response.ok, (obj["kind"], response.message)
+        assert [o.as_json() for o in apply_all(target.rest, objects) if not o.accepted] == []
         yield
     finally:
-        target.kubectl.run("delete", "namespace", NAMESPACE, "--wait=true", "--timeout=120s", check=False)
-        for obj in reversed(objects[1:]):
-            target.rest.delete(obj)
+        left = delete_all(target.rest, objects)
+    assert not left, left
 
 
 def _admitted_flavor(target: Target, jobset: str, timeout: float = 90) -> str:

@@ -33,18 +33,18 @@ DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DNS1035_LABEL_MAX = 63
 POD_SUFFIX_PLACEHOLDER = "-abcde"
 SPOT_NODE_LABELS = ((CAPACITY_LABEL, CapacityMode.SPOT.value), ("cloud.google.com/gke-spot", "true"))
-# Kueue's flavor assigner matches a pod set's required node affinity against each flavor's nodeLabels (on the keys
-# the ClusterQueue's flavors use), so one term excluding both spot labels rules out a spot flavor however it is
-# labelled. NotIn also matches nodes without the label: reservation, on-demand and flex-start pools.
-NOT_ON_SPOT: dict[str, Any] = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": k, "operator": "NotIn", "values": [v]} for k, v in SPOT_NODE_LABELS]}
-            ]
-        }
-    }
-}
+
+
+def not_on_spot_affinity() -> dict[str, Any]:
+    """A pod affinity that keeps pods off spot nodes (a new object each call: callers edit what they get).
+
+    Kueue's flavor assigner matches a pod set's required node affinity against each flavor's nodeLabels (on the keys
+    the ClusterQueue's flavors use), so one term excluding both spot labels rules out a spot flavor however it is
+    labelled. NotIn also matches nodes without the label: reservation, on-demand and flex-start pools.
+    """
+    expressions = [{"key": k, "operator": "NotIn", "values": [v]} for k, v in SPOT_NODE_LABELS]
+    required = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
 
 
 def generated_job_name(jobset: str, replicated_job: str, job_index: int) -> str:
@@ -186,7 +186,7 @@ def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
         "containers": [container],
     }
     if not spec.allow_spot:
-        pod_spec["affinity"] = NOT_ON_SPOT
+        pod_spec["affinity"] = not_on_spot_affinity()
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",

@@ -28,7 +28,7 @@ from .base import (
     mapping,
 )
 from .priority_tiers import priority_classes, workload_priority_classes
-from .tpu_workloads import FAMILY, KUEUE_PRIORITY_LABEL, is_tpu_workload
+from .tpu_workloads import FAMILY, is_tpu_workload, workload_tier
 
 UNCOUNTED_ACTIONS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
 """Failure-policy actions that restart without spending ``maxRestarts``."""
@@ -75,7 +75,7 @@ def check_restartable(objects: Sequence[KubeObject], cfg: Config) -> Iterator[Fi
     for obj in objects:
         if obj.kind != "JobSet" or not is_tpu_workload(obj):
             continue
-        tier = str(mapping(dig(obj.manifest, "metadata", "labels")).get(KUEUE_PRIORITY_LABEL) or "")
+        tier = workload_tier(obj)
         problem = restart_problem(obj) if tier in tiers else None
         if problem:
             yield Finding(

@@ -31,7 +31,7 @@ from .base import (
     pod_templates,
 )
 from .priority_tiers import workload_priority_classes
-from .tpu_workloads import CAPACITY_LABEL, FAMILY, KUEUE_PRIORITY_LABEL, SPOT_CAPACITY, is_tpu_workload
+from .tpu_workloads import ADMISSION_KINDS, CAPACITY_LABEL, FAMILY, SPOT_CAPACITY, is_tpu_workload, workload_tier
 
 ALLOW_SPOT_ANNOTATION = "gke-tpu-priority.io/allow-spot"
 """On a WorkloadPriorityClass the stack declares: "false" when the tier is kept off spot capacity."""
@@ -78,9 +78,9 @@ def check_off_spot(objects: Sequence[KubeObject], cfg: Config) -> Iterator[Findi
     if not tiers:
         return
     for obj in objects:
-        if obj.kind not in ("JobSet", "Job") or not is_tpu_workload(obj):
+        if obj.kind not in ADMISSION_KINDS or not is_tpu_workload(obj):
             continue
-        tier = str(mapping(dig(obj.manifest, "metadata", "labels")).get(KUEUE_PRIORITY_LABEL) or "")
+        tier = workload_tier(obj)
         if tier not in tiers:
             continue
         if not all(off_spot(mapping(dig(template, "spec"))) for _, template in pod_templates(obj)):
@@ -108,7 +108,7 @@ def off_spot_validations(context: AdmissionContext) -> list[CelValidation]:
                 "'TPU ' + variables.ref + ' is in tier \\'' + variables.priority + '\\', which the platform keeps "
                 f"off spot capacity, but its pods can run on spot nodes; ' + {cel_string(FIX)} + '.'"
             ),
-            kinds=frozenset({"JobSet", "Job"}),
+            kinds=frozenset(ADMISSION_KINDS),
         )
     ]
 

@@ -43,7 +43,7 @@ from .base import (
     tolerates_tpu,
 )
 from .priority_tiers import declared_tiers
-from .tpu_workloads import FORBIDDEN_TPU_KINDS, KUEUE_PRIORITY_LABEL, is_tpu_workload, tpu_workload_match_cel
+from .tpu_workloads import FORBIDDEN_TPU_KINDS, is_tpu_workload, tpu_workload_match_cel, workload_tier
 
 FAMILY = "multi-tenancy"
 ALLOWED_TIERS_ANNOTATION = "gke-tpu-priority.io/allowed-tiers"
@@ -173,7 +173,7 @@ def check_tier_entitled(objects: Sequence[KubeObject], cfg: Config) -> Iterator[
         namespace = obj.namespace or "default"
         if not is_tpu_workload(obj) or namespace not in entitled:
             continue
-        named = {str(mapping(dig(obj.manifest, "metadata", "labels")).get(KUEUE_PRIORITY_LABEL) or "")}
+        named = {workload_tier(obj)}
         named |= {str(dig(t, "spec", "priorityClassName", default="")) for _, t in pod_templates(obj)}
         for tier in sorted((named & tiers) - entitled[namespace]):
             yield Finding(

@@ -368,6 +368,11 @@ def _labels(obj: KubeObject) -> Mapping[str, Any]:
     return mapping(dig(obj.manifest, "metadata", "labels"))
 
 
+def workload_tier(obj: KubeObject) -> str:
+    """The tier a TPU workload names for Kueue (its priority-class label), or "" when it names none."""
+    return str(_labels(obj).get(KUEUE_PRIORITY_LABEL) or "")
+
+
 def check_queue_name(obj: KubeObject, cfg: Config) -> Iterator[str]:
     if is_tpu_workload(obj) and not _labels(obj).get(QUEUE_NAME_LABEL):
         yield (
@@ -480,7 +485,7 @@ def check_tier_declared(objects: Sequence[KubeObject], cfg: Config) -> Iterator[
     for obj in objects:
         if not is_tpu_workload(obj):
             continue
-        named = {str(_labels(obj).get(KUEUE_PRIORITY_LABEL) or "")}
+        named = {workload_tier(obj)}
         named |= {str(dig(t, "spec", "priorityClassName", default="")) for _, t in pod_templates(obj)}
         for tier in sorted(named - tiers - {""}):
             yield Finding(

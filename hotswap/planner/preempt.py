@@ -160,6 +160,12 @@ def plan_preemptions(
             if until is not None:
                 _wait(ledger, blocked, preemptor, needs, until)
                 continue
+        if not reason and starving is not None:
+            until = _starvation_wait(world, preemptor, starving, _costly(world, victims))
+            if until is not None:
+                ledger.waiting += 1
+                ledger.deadlines.append(until)
+                continue
         if reason:
             if starving is None:
                 blocked.append(Blocked(preemptor, needs))
@@ -259,6 +265,21 @@ def _eviction_wait(world: World, evidence: Disruption, delay: timedelta) -> date
     if evidence.lasting:
         return None
     until = evidence.since + delay
+    return until if world.now < until else None
+
+
+def _starvation_wait(world: World, preemptor: Unit, starving: datetime, costly: list[Unit]) -> datetime | None:
+    """When a starved preemptor below `topTierPriority` may take its costly victims, if not yet: the same
+    `lowerTierEvictionDelay` as after an infrastructure failure, counted from when its pods began to wait. Without
+    it the tier's own delay is undone by Kueue: waitForPodsReady requeues a JobSet whose slices stay down, Kueue
+    re-admits it on the quota it freed, and its pods, unbound again, make it a starvation preemptor a minute later.
+    The top tier keeps `starvationGrace` alone."""
+    if not costly:
+        return None
+    delay = _delay(world, preemptor, costly)
+    if delay <= world.config.eviction_delay:
+        return None
+    until = starving + delay
     return until if world.now < until else None
 
 

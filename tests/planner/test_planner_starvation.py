@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from hotswap.annotations import AnnotationKeys, OpRecord
+from hotswap.annotations import AnnotationKeys, OpRecord, format_time
 from hotswap.config import ConfigError, HotswapConfig, load_config
 from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet
 from hotswap.planner import plan
@@ -327,3 +327,38 @@ def test_a_starvation_op_is_done_once_the_preemptor_runs() -> None:
     later = checked(edit.snapshot(), now=T0 + timedelta(minutes=2))
     assert any(e.reason is EventReason.DONE for e in later.events)
     assert holds(later) == []
+
+
+# --- lowerTierEvictionDelay for starved preemptors -------------------------------------------------------------
+# Kueue undoes a lower tier's eviction delay unless starvation honours it too: waitForPodsReady requeues a JobSet
+# whose slices stay down, Kueue re-admits it on the quota it freed, and a minute later it is a starvation
+# preemptor (in the simulator this was how the middle tier took most of its victims).
+
+TIERED = CONFIG.model_copy(update={"top_tier_priority": 2000, "lower_tier_eviction_delay": timedelta(minutes=20)})
+
+
+def test_a_starved_jobset_below_the_top_tier_waits_the_lower_tier_delay_for_a_costly_victim() -> None:
+    fleet = full((100,))  # r0 has run since long ago: an hour and more at risk without a checkpoint
+    waiting(fleet, "mid", 1000)
+    snapshot = fleet.snapshot()
+    early = checked(snapshot, TIERED)
+    assert holds(early) == [] and early.diagnostics.ops_waiting == 1
+    assert early.next_wakeup == T0 - WAITED + timedelta(minutes=20)
+    due = checked(snapshot, TIERED, now=early.next_wakeup)
+    r0 = next(j for j in fleet.jobsets.values() if j.name == "r0")
+    assert [victim for victim, _ in holds(due)] == [fleet.workload_of(r0).name]
+
+
+def test_the_top_tier_starved_keeps_starvation_grace_alone() -> None:
+    fleet = full((100,))
+    waiting(fleet, "top", 2000)
+    assert len(holds(checked(fleet.snapshot(), TIERED))) == 1
+
+
+def test_a_starved_lower_tier_takes_a_victim_that_just_checkpointed_at_once() -> None:
+    fleet = Fleet().slices("p1")
+    js = JobSetBuilder("ml", "r0").replicated_job("workers", 1)
+    js.annotation(KEYS.last_checkpoint, format_time(T0 - timedelta(minutes=2)))
+    fleet.run(js, ["p1"], 100)
+    waiting(fleet, "mid", 1000)
+    assert len(holds(checked(fleet.snapshot(), TIERED))) == 1

@@ -273,7 +273,9 @@ def _starvation_wait(world: World, preemptor: Unit, starving: datetime, costly: 
     `lowerTierEvictionDelay` as after an infrastructure failure, counted from when its pods began to wait. Without
     it the tier's own delay is undone by Kueue: waitForPodsReady requeues a JobSet whose slices stay down, Kueue
     re-admits it on the quota it freed, and its pods, unbound again, make it a starvation preemptor a minute later.
-    The top tier keeps `starvationGrace` alone."""
+    Each re-admission starts the wait again (`unbound_since`): with a waitForPodsReady timeout shorter than the
+    delay, as on the platform, such a JobSet takes only cheap and opportunistic victims. The top tier keeps
+    `starvationGrace` alone."""
     if not costly:
         return None
     delay = _delay(world, preemptor, costly)

@@ -14,6 +14,7 @@ from components.workloads.jobset import not_on_spot_affinity
 from hotswap import slices
 from hotswap.kube.snapshot import node_from
 from policies.rules import admission_checks, spot_tiers, tpu_workloads
+from tests.conftest import stack_run
 
 CAPACITIES: list[dict[str, Any]] = [
     {"mode": "on-demand"},
@@ -25,8 +26,21 @@ CAPACITIES: list[dict[str, Any]] = [
 
 
 def pool_labels(capacity: dict[str, Any]) -> dict[str, str]:
-    """The capacity label as `components.cluster.node_pools.build_tpu_pool` puts it on a pool's nodes."""
+    """The capacity label as `components.cluster.node_pools.build_tpu_pool` puts it on a pool's nodes (checked
+    against the real program below)."""
     return {pools.CAPACITY_LABEL: pools.Capacity.model_validate(capacity).capacity_class}
+
+
+def test_the_node_pools_write_the_capacity_class_the_readers_are_checked_against() -> None:
+    """The ladder stack's pools, as the program registers them: reservation, spot and queued flex-start."""
+    written = {
+        pool.inputs["nodeConfig"]["labels"][pools.CAPACITY_LABEL]
+        for pool in stack_run("ladder").resources
+        if pool.type == "gcp:container/nodePool:NodePool"
+        and pools.CAPACITY_LABEL in pool.inputs["nodeConfig"]["labels"]
+    }
+    expected = [c for c in CAPACITIES if c["mode"] in ("reservation", "spot") or c.get("queuedProvisioning")]
+    assert written == {pool_labels(c)[pools.CAPACITY_LABEL] for c in expected}
 
 
 def test_every_restatement_names_the_same_key_and_values() -> None:
@@ -41,7 +55,9 @@ def test_every_restatement_names_the_same_key_and_values() -> None:
     assert pools.GKE_QUEUED_KEY == admission_checks.GKE_QUEUED_KEY
 
 
-@pytest.mark.parametrize("capacity", CAPACITIES, ids=lambda c: c["mode"] + ("-queued" if len(c) > 1 else ""))
+@pytest.mark.parametrize(
+    "capacity", CAPACITIES, ids=lambda c: c["mode"] + ("-queued" if c.get("queuedProvisioning") else "")
+)
 def test_every_reader_understands_what_the_pools_write(capacity: dict[str, Any]) -> None:
     labels = pool_labels(capacity)
     value = labels[pools.CAPACITY_LABEL]

@@ -161,8 +161,10 @@ def plan_preemptions(
                 _wait(ledger, blocked, preemptor, needs, until)
                 continue
         if not reason and starving is not None:
-            until = _starvation_wait(world, preemptor, starving, _costly(world, victims))
+            until = _starvation_wait(world, preemptor, starving, victims)
             if until is not None:
+                # Not `_wait`: a starved JobSet is not booked as blocked (a slice that frees up binds its pods
+                # by itself, and releases stay as they were for starved JobSets).
                 ledger.waiting += 1
                 ledger.deadlines.append(until)
                 continue
@@ -268,7 +270,7 @@ def _eviction_wait(world: World, evidence: Disruption, delay: timedelta) -> date
     return until if world.now < until else None
 
 
-def _starvation_wait(world: World, preemptor: Unit, starving: datetime, costly: list[Unit]) -> datetime | None:
+def _starvation_wait(world: World, preemptor: Unit, starving: datetime, victims: list[Unit]) -> datetime | None:
     """When a starved preemptor below `topTierPriority` may take its costly victims, if not yet: the same
     `lowerTierEvictionDelay` as after an infrastructure failure, counted from when its pods began to wait. Without
     it the tier's own delay is undone by Kueue: waitForPodsReady requeues a JobSet whose slices stay down, Kueue
@@ -276,6 +278,9 @@ def _starvation_wait(world: World, preemptor: Unit, starving: datetime, costly: 
     Each re-admission starts the wait again (`unbound_since`): with a waitForPodsReady timeout shorter than the
     delay, as on the platform, such a JobSet takes only cheap and opportunistic victims. The top tier keeps
     `starvationGrace` alone."""
+    if _delay(world, preemptor, None) <= world.config.eviction_delay:
+        return None  # the top tier, or every tier waits alike: no victim's cost needs weighing
+    costly = _costly(world, victims)
     if not costly:
         return None
     delay = _delay(world, preemptor, costly)

@@ -41,6 +41,8 @@ CAPACITY_LABEL = "gke-tpu-priority.io/capacity"
 """The platform's own capacity label on the node pools it creates (branch capacity-ladder)."""
 QUEUED_CAPACITY = "flex-start-queued"
 """`CAPACITY_LABEL` value of the platform's queued-provisioning pools."""
+SPOT_CAPACITY = "spot"
+"""`CAPACITY_LABEL` value of the platform's spot pools."""
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 """On every flex-start node, queued or not. NOT a request marker by itself: a plain flex-start pool (no queued
 provisioning) autoscales like any other pool, and its nodes serve whichever pod the scheduler puts there."""

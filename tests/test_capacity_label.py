@@ -1,4 +1,4 @@
-"""The capacity label is one contract read in four places: the node pools write it, the reconciler reads it from
+"""The capacity label is one contract read in several places: the node pools write it, the reconciler reads it from
 nodes, the admission rules and the off-spot rule read it from pod templates. Each restates the key and values
 (the reconciler image and the rule set must not import the Pulumi components), so this checks that every reader
 understands what the pools actually write, for every capacity mode."""
@@ -51,7 +51,7 @@ def test_every_restatement_names_the_same_key_and_values() -> None:
         admission_checks.CAPACITY_LABEL,
     } == {"gke-tpu-priority.io/capacity"}
     assert {pools.QUEUED_CAPACITY, slices.QUEUED_CAPACITY, admission_checks.QUEUED_CAPACITY} == {"flex-start-queued"}
-    assert pools.CapacityMode.SPOT.value == tpu_workloads.SPOT_CAPACITY
+    assert {pools.CapacityMode.SPOT.value, slices.SPOT_CAPACITY, tpu_workloads.SPOT_CAPACITY} == {"spot"}
     assert pools.GKE_QUEUED_KEY == admission_checks.GKE_QUEUED_KEY
 
 

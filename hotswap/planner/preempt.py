@@ -19,7 +19,7 @@ from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
 from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from hotswap.planner.victims import VictimIndex, choose_victims, victim_order
 from hotswap.planner.world import Unit, World, preemptor_refusal
-from hotswap.slices import SliceHealth
+from hotswap.slices import SPOT_CAPACITY, SliceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,9 +277,15 @@ def _starvation_wait(world: World, preemptor: Unit, starving: datetime, victims:
     re-admits it on the quota it freed, and its pods, unbound again, make it a starvation preemptor a minute later.
     Each re-admission starts the wait again (`unbound_since`): with a waitForPodsReady timeout shorter than the
     delay, as on the platform, such a JobSet takes only cheap and opportunistic victims. The top tier keeps
-    `starvationGrace` alone."""
+    `starvationGrace` alone.
+
+    Demand on the spot rung does not wait: there a JobSet admitted without a slice is one whose VMs GCP reclaimed
+    (quota-only Kueue re-admits it on the spot quota its eviction freed), and deleted capacity returns on GCP's
+    schedule, not within a transient's minutes; the infrastructure path does not wait for deleted nodes either."""
     if _delay(world, preemptor, None) <= world.config.eviction_delay:
         return None  # the top tier, or every tier waits alike: no victim's cost needs weighing
+    if any(shape.capacity == SPOT_CAPACITY for shape in preemptor.demand):
+        return None
     costly = _costly(world, victims)
     if not costly:
         return None

@@ -4,6 +4,7 @@ slices (reconciler mode: kube-scheduler never preempts TPU pods) takes whole sli
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet
 from hotswap.planner import plan
 from hotswap.planner.actions import EventReason, EventType, HoldVictim, Plan, RecordOp, make_op_id
 from hotswap.planner.world import build_world
-from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
+from tests.planner.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 
 CONFIG = HotswapConfig()
@@ -362,3 +363,25 @@ def test_a_starved_lower_tier_takes_a_victim_that_just_checkpointed_at_once() ->
     fleet.run(js, ["p1"], 100)
     waiting(fleet, "mid", 1000)
     assert len(holds(checked(fleet.snapshot(), TIERED))) == 1
+
+
+def on_rung(capacity: str) -> Fleet:
+    """The case above on one rung of a capacity ladder: r0 runs on the rung's one slice, `mid` was admitted to the
+    same rung's flavor and starves."""
+    fleet = Fleet().slices("p1")
+    for node in fleet.pools["p1"]:
+        fleet.nodes[node] = replace(fleet.nodes[node], capacity=capacity)
+    shape = replace(SHAPE_4X4, capacity=capacity)
+    fleet.run(JobSetBuilder("ml", "r0").replicated_job("workers", 1, shape), ["p1"], 100)
+    mid = fleet.run(JobSetBuilder("ml", "mid").replicated_job("workers", 1, shape), [], 1000, admitted_at=T0 - WAITED)
+    fleet.wait(mid, T0 - WAITED)
+    return fleet
+
+
+def test_a_starved_lower_tier_on_the_spot_rung_does_not_wait_for_spot_to_return() -> None:
+    """Quota-only Kueue re-admits a JobSet whose spot VMs GCP reclaimed to the spot quota its eviction freed; the
+    VMs come back on GCP's schedule, so waiting the lower tier's delay only keeps it idle (the ladder's medium
+    badput doubled with the wait). The reservation rung is the control: there the delay holds."""
+    assert len(holds(checked(on_rung("spot").snapshot(), TIERED))) == 1
+    waited = checked(on_rung("reservation").snapshot(), TIERED)
+    assert holds(waited) == [] and waited.diagnostics.ops_waiting == 1

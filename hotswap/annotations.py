@@ -64,6 +64,21 @@ class AnnotationKeys:
         """The preemptor's open operation, JSON-free compact encoding (see `OpRecord`)."""
         return f"{self.domain}/op"
 
+    # -- on a Workload whose JobSet moves off the spot rung (rung switch)
+    @property
+    def rung_switch(self) -> str:
+        """The capacity a top-tier JobSet whose spot VMs were reclaimed is being moved to. Set with
+        `spec.active=false` in one write; the Workload is deleted once its JobSet is suspended and pinned, so the
+        key never outlives the switch (Kueue recreates the Workload from the pinned template)."""
+        return f"{self.domain}/rung-switch"
+
+    @property
+    def rung_switch_since(self) -> str:
+        return f"{self.domain}/rung-switch-since"
+
+    def rung_switch_keys(self) -> tuple[str, ...]:
+        return (self.rung_switch, self.rung_switch_since)
+
     # -- user opt-ins on JobSets or Workloads
     @property
     def protect(self) -> str:

@@ -233,6 +233,23 @@ class HotswapConfig(BaseModel):
         description="Workload priority of the highest tier that may preempt: preemptors below it wait "
         "`lowerTierEvictionDelay` instead of `evictionDelay`. Unset: every preemptor waits `evictionDelay`.",
     )
+    spot_rung_switch: bool = Field(
+        default=True,
+        description="Move a JobSet of the top tier (`topTierPriority` and above) whose spot VMs GCP reclaimed to its "
+        "ClusterQueue's queued flex-start rung instead of evicting lower-priority work on spot, when that rung has "
+        "quota free for it: hold its Workload, pin the suspended JobSet's TPU pod templates to the queued capacity "
+        "(nodeSelector `gke-tpu-priority.io/capacity: flex-start-queued`) and delete the held Workload, which Kueue "
+        "recreates from the pinned template and admits there. Quota-only Kueue would otherwise re-admit it to the spot "
+        "quota its own eviction freed, where reclamations keep striking it. The pin stays for the JobSet's life. "
+        "Needs `patch` on JobSets and `delete` on Workloads; false grants neither.",
+    )
+    rung_switch_timeout: Duration = _duration(
+        timedelta(seconds=30),
+        timedelta(hours=1),
+        timedelta(minutes=5),
+        "A rung switch whose JobSet Kueue has not suspended this long after the hold is given up: the Workload is "
+        "reactivated as it was.",
+    )
     fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
     eviction_timeout: Duration = _duration(
         timedelta(seconds=10),

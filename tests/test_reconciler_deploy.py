@@ -13,6 +13,7 @@ from hotswap.config import HotswapConfig
 from tests.conftest import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tests.platform_builders import platform
 from tools.manifests import kubernetes_objects
+from tools.mock_runtime import load_stack_config
 
 FORBIDDEN_RESOURCES = {"secrets", "pods/exec", "pods/attach", "pods/portforward", "nodes/proxy"}
 FORBIDDEN_VERBS = {"*", "bind", "escalate", "impersonate"}
@@ -74,8 +75,11 @@ def test_rbac_is_least_privilege(stack: str) -> None:
             if mutating:
                 writes.setdefault(resource, set()).update(mutating)
     # Writes only Workloads (spec.active + annotations), Events and the quarantine taint on nodes; never deletes
-    # anything by default.
-    assert writes == {"workloads": {"patch"}, "events": {"create"}, "nodes": {"patch"}}
+    # anything by default. A stack with spot and queued-provisioning pools adds the rung switch's two writes.
+    expected = {"workloads": {"patch"}, "events": {"create"}, "nodes": {"patch"}}
+    if objects.rung_switch_enabled(parse_platform_config(load_stack_config(stack)["gke-tpu-priority:platform"])):
+        expected |= {"workloads": {"patch", "delete"}, "jobsets": {"patch"}}
+    assert writes == expected
     lease = find(stack, "Role", "hotswap-reconciler-leader-election")
     assert {r["resources"][0] for r in lease["rules"]} == {"leases"}
     assert find(stack, "ServiceAccount")["automountServiceAccountToken"] is False
@@ -212,3 +216,32 @@ def test_removal_can_tell_itself_from_a_restart_and_release_before_its_rbac_goes
     needed = {u for u in needed if "hotswap" in u}
     assert len(needed) == 3 and needed <= set(dep.dependencies)
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 60
+
+
+RUNG_SWITCH_RULES = [
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["delete"]},
+]
+
+
+def _rung_switch_rules(role: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in role["rules"] if set(r["verbs"]) & {"patch", "delete"} and r["apiGroups"] != [""]]
+
+
+def test_the_ladder_stack_grants_the_rung_switch_exactly_its_two_writes() -> None:
+    """Spot and queued-provisioning pools: the switch can happen, so JobSet patch and Workload delete are granted
+    (besides the Workload patch every stack has); the other stacks have no such pair of rungs and grant neither."""
+    ladder = _rung_switch_rules(find("ladder", "ClusterRole"))
+    workload_patch = {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads"],
+        "verbs": ["get", "list", "watch", "patch"],
+    }
+    assert ladder == [workload_patch, *RUNG_SWITCH_RULES]
+    assert _rung_switch_rules(find("dev", "ClusterRole")) == [workload_patch]
+
+
+def test_spot_rung_switch_off_drops_its_permissions() -> None:
+    cfg = parse_platform_config(platform(hotswap={"settings": {"spotRungSwitch": False}}))
+    assert not objects.rung_switch_enabled(cfg)
+    assert all(rule not in objects.cluster_role(cfg)["rules"] for rule in RUNG_SWITCH_RULES)

@@ -9,6 +9,7 @@ import yaml
 from components.cluster.node_pools import system_node_selector
 from components.config import PlatformConfig
 from components.config.tenancy import namespace_max_priority, protecting_namespaces
+from components.config.tpu import CapacityMode
 from components.priorities import controller_priority_class
 from components.reconciler.sizing import reconciler_resources
 from hotswap.config import HotswapConfig
@@ -71,6 +72,14 @@ def quarantine_enabled(config: PlatformConfig) -> bool:
     return bool(config.hotswap.settings.get("quarantineUnhealthySlices", True))
 
 
+def rung_switch_enabled(config: PlatformConfig) -> bool:
+    """The reconciler's `spotRungSwitch` (on unless turned off) on a platform with both rungs it moves between: spot
+    pools and queued-provisioning pools. Elsewhere the switch never happens, so its permissions are not granted."""
+    wanted = bool(config.hotswap.settings.get("spotRungSwitch", True))
+    spot = any(g.capacity.mode is CapacityMode.SPOT for g in config.tpu_pools)
+    return wanted and spot and config.queued_provisioning
+
+
 def namespace(config: PlatformConfig) -> dict[str, Any]:
     labels = {
         **LABELS,
@@ -104,8 +113,8 @@ def cluster_role(config: PlatformConfig) -> dict[str, Any]:
         },
         # Pod priority of a JobSet comes from its PriorityClass.
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list", "watch"]},
-        # The only objects it writes: spec.active and hold annotations on Workloads (merge patches conditional
-        # on resourceVersion). No status, no delete, no update.
+        # What it writes always: spec.active and hold annotations on Workloads (merge patches conditional on
+        # resourceVersion). No status, no update; deletes only for the rung switch below.
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     ]
@@ -113,6 +122,12 @@ def cluster_role(config: PlatformConfig) -> dict[str, Any]:
         # The quarantine taint on an Unhealthy slice's hosts (hotswap/planner/quarantine.py): merge patches of
         # spec.taints conditional on resourceVersion, changing only its own taint.
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
+    if rung_switch_enabled(config):
+        # The rung switch (hotswap/planner/rungs.py): a JSON patch adding one nodeSelector key to a suspended
+        # JobSet's TPU pod templates (conditional on its uid and spec.suspend), then the deletion of its held
+        # Workload (conditional on uid and resourceVersion), which Kueue recreates from the pinned template.
+        rules.append({"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]})
+        rules.append({"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["delete"]})
     if fast_fail_enabled(config):
         # Opt-in fast-fail of a preemptor's pods stuck on unreachable nodes (research B.6.3).
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})

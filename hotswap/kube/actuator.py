@@ -14,8 +14,11 @@ Each action is exactly one conditional write (plus, for opt-in fast-fail, a dele
 * a node's quarantine taint is one merge patch of ``spec.taints`` (the list read, with only ours added or
   removed) conditional on the node's resourceVersion, re-read on a conflict.
 
-The actuator never deletes Workloads or JobSets, never touches a JobSet's ``spec.suspend`` and never
-writes Kueue-owned status. Pod status and deletion are used only for opt-in fast-fail (B.6.3).
+The actuator never deletes JobSets, never touches a JobSet's ``spec.suspend`` and never writes Kueue-owned
+status. Pod status and deletion are used only for opt-in fast-fail (B.6.3). A rung switch (``spotRungSwitch``) is
+the one write to a JobSet and the one Workload deletion: a JSON patch adding one nodeSelector key to a suspended
+JobSet's TPU pod templates (conditional on its uid and ``spec.suspend``), then the deletion of its held Workload,
+conditional on uid and resourceVersion, which Kueue recreates from the pinned template.
 
 Note on the patch content type: the generated ``patch_namespaced_custom_object`` picks
 ``application/json-patch+json`` for any body, so every call here passes ``_content_type`` explicitly.
@@ -38,22 +41,27 @@ from hotswap.annotations import AnnotationKeys, OpRecord
 from hotswap.kube.client import REQUEST_TIMEOUT
 from hotswap.kube.events import EventRecorder
 from hotswap.kube.ratelimit import TokenBucket
-from hotswap.kube.resources import MERGE_PATCH, WORKLOADS, merge_patch
+from hotswap.kube.resources import JOBSETS, MERGE_PATCH, WORKLOADS, merge_patch
+from hotswap.kube.rung_pin import pin_patch
 from hotswap.metrics import Metrics
 from hotswap.planner.actions import (
     ClearOp,
+    EndRungSwitch,
     EventReason,
     FastFailPod,
     HoldVictim,
     ObjectRef,
+    PinRung,
     Plan,
     RecordOp,
     ReleaseVictim,
+    StartRungSwitch,
     TaintNode,
     Write,
 )
 
 JsonObj = dict[str, Any]
+JSON_PATCH = "application/json-patch+json"
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +124,9 @@ def action_name(action: Write) -> str:
         ClearOp: "clear_op",
         FastFailPod: "fast_fail",
         TaintNode: "taint_node",
+        StartRungSwitch: "start_rung_switch",
+        PinRung: "pin_rung",
+        EndRungSwitch: "end_rung_switch",
     }[type(action)]
 
 
@@ -233,6 +244,40 @@ class WorkloadChecks:
 
         return body, check
 
+    def start_rung_switch(self, action: StartRungSwitch) -> tuple[JsonObj, Check]:
+        body: JsonObj = {"metadata": {"annotations": dict(action.set_annotations)}, "spec": {"active": False}}
+
+        def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
+            annotations = _annotations(current)
+            if _uid(current) != action.workload.uid:
+                return _Abandon("workload was replaced (uid changed)")
+            if annotations.get(self.keys.rung_switch) == action.capacity and not _active(current):
+                return _Done("rung switch already started")
+            if annotations.get(self.keys.held_by):
+                return _Abandon(f"held by operation {annotations.get(self.keys.op_id)!r}")
+            if not _active(current):
+                return _Abandon("already deactivated by someone else")
+            if _condition_true(current, "Finished"):
+                return _Abandon("workload finished")
+            if not _condition_true(current, "Admitted") or _condition_true(current, "Evicted"):
+                return _Abandon("workload no longer admitted, or being evicted by Kueue")
+            return body
+
+        return body, check
+
+    def end_rung_switch(self, action: EndRungSwitch) -> tuple[JsonObj, Check]:
+        removals: dict[str, Any] = dict.fromkeys(action.remove_annotations)
+        body: JsonObj = {"metadata": {"annotations": removals}, "spec": {"active": True}}
+
+        def check(current: JsonObj) -> JsonObj | _Done | _Abandon:
+            if _uid(current) != action.workload.uid:
+                return _Abandon("workload was replaced (uid changed)")
+            if self.keys.rung_switch not in _annotations(current):
+                return _Done("no rung switch in flight")
+            return body
+
+        return body, check
+
 
 def quarantine_taints(taints: list[JsonObj], key: str, present: bool) -> list[JsonObj] | None:
     """`spec.taints` with the quarantine taint `key` (NoSchedule) added or removed; None if nothing changes.
@@ -338,6 +383,12 @@ class Actuator:
             return await self._patch_workload(action, action.workload, *self._checks.clear_op(action))
         if isinstance(action, TaintNode):
             return await self._taint_node(action)
+        if isinstance(action, StartRungSwitch):
+            return await self._patch_workload(action, action.workload, *self._checks.start_rung_switch(action))
+        if isinstance(action, EndRungSwitch):
+            return await self._patch_workload(action, action.workload, *self._checks.end_rung_switch(action))
+        if isinstance(action, PinRung):
+            return await self._pin_rung(action)
         return await self._fast_fail(action)
 
     async def _fence(self, limiter: TokenBucket | None = None) -> float:
@@ -441,6 +492,57 @@ class Actuator:
             return Outcome(action, Result.FAILED, f"HTTP {exc.status}: {str(exc.reason)[:200]}")
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self._metrics.api_error("patch_node_taint", None)
+            return Outcome(action, Result.FAILED, f"{type(exc).__name__}: {exc}"[:300])
+
+    async def _pin_rung(self, action: PinRung) -> Outcome:
+        """Pin the suspended JobSet's TPU pod templates, then delete its held Workload for Kueue to recreate.
+
+        Both steps re-read what they change and are conditional on it: the Workload must still be the held one of
+        this switch (same uid, inactive, our annotation), the JobSet the same and suspended. A pin already in place
+        is not sent again, so a pass that finds the Workload still there after a lost delete just deletes it."""
+        wl_ref, js_ref = action.workload, action.jobset
+        keys = self._checks.keys
+        try:
+            workload = await self._get_workload(wl_ref)
+            if _uid(workload) != wl_ref.uid:
+                return Outcome(action, Result.ABANDONED, "workload was replaced (uid changed)")
+            if _active(workload) or _annotations(workload).get(keys.rung_switch) != action.capacity:
+                return Outcome(action, Result.ABANDONED, "the workload is no longer held for this rung switch")
+            jobset = await self._custom.get_namespaced_custom_object(
+                JOBSETS.group, JOBSETS.version, js_ref.namespace, JOBSETS.plural, js_ref.name,
+                _request_timeout=REQUEST_TIMEOUT,
+            )  # fmt: skip
+            if not isinstance(jobset, dict) or _uid(jobset) != js_ref.uid:
+                return Outcome(action, Result.ABANDONED, "JobSet was replaced (uid changed)")
+            ops = pin_patch(jobset, js_ref.uid, action.replicated_jobs, action.label, action.capacity)
+            if isinstance(ops, str):
+                return Outcome(action, Result.ABANDONED, ops)
+            if ops:
+                timeout = await self._fence()
+                await self._custom.patch_namespaced_custom_object(
+                    JOBSETS.group, JOBSETS.version, js_ref.namespace, JOBSETS.plural, js_ref.name, ops,
+                    _content_type=JSON_PATCH,  # type: ignore[call-arg]  # accepted at runtime, missing in .pyi
+                    _request_timeout=timeout,
+                )  # fmt: skip
+            timeout = await self._fence()
+            meta = workload["metadata"]
+            await self._custom.delete_namespaced_custom_object(
+                WORKLOADS.group, WORKLOADS.version, wl_ref.namespace, WORKLOADS.plural, wl_ref.name,
+                body=client.V1DeleteOptions(
+                    preconditions=client.V1Preconditions(uid=wl_ref.uid, resource_version=meta["resourceVersion"])
+                ),
+                _request_timeout=timeout,
+            )  # fmt: skip
+            return Outcome(action, Result.APPLIED, "pinned" if ops else "already pinned")
+        except ApiException as exc:
+            self._metrics.api_error("pin_rung", exc.status)
+            if exc.status == 404:
+                return Outcome(action, Result.GONE, "workload or JobSet not found")
+            if exc.status in (409, 422):
+                return Outcome(action, Result.CONFLICT, f"HTTP {exc.status}: changed since read; next pass re-plans")
+            return Outcome(action, Result.FAILED, f"HTTP {exc.status}: {str(exc.reason)[:200]}")
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
+            self._metrics.api_error("pin_rung", None)
             return Outcome(action, Result.FAILED, f"{type(exc).__name__}: {exc}"[:300])
 
     async def _fast_fail(self, action: FastFailPod) -> Outcome:

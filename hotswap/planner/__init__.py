@@ -30,7 +30,8 @@ from hotswap.planner.inversion import contested_inversions, find_inversions, res
 from hotswap.planner.ops import Ledger, advance_ops
 from hotswap.planner.preempt import disrupted_units, plan_preemptions
 from hotswap.planner.quarantine import quarantine_actions, quarantined_after, tainted_nodes
-from hotswap.planner.release import plan_releases
+from hotswap.planner.release import plan_releases, queued_room
+from hotswap.planner.rungs import plan_rung_switches
 from hotswap.planner.starvation import starved_units
 from hotswap.planner.wakeup import next_wakeup
 from hotswap.planner.world import World, build_world
@@ -53,6 +54,10 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     contested = contested_inversions(world, ledger, inversions)
     resolvers = {uid: partial(resolve_contested, world, ledger, group) for uid, group in contested.items()}
     advance_ops(world, ledger, disrupted.keys(), resolvers)
+    # A top-tier JobSet whose spot VMs are gone moves to the queued rung instead of taking victims on spot; its
+    # queued quota is booked before releases look for room there.
+    room = queued_room(world)
+    plan_rung_switches(world, ledger, disrupted, room)
     preempted = plan_preemptions(world, ledger, disrupted, starved_units(world, disrupted.keys()))
     blocked, planned, held = preempted.blocked, preempted.planned, preempted.held
     # After infra preemption, which has first call on the victim budget; before releases, so the slices these
@@ -61,7 +66,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     rest = [i for i in inversions if i.preemptor.uid not in contested or i.preemptor.uid in ledger.contested_blocked]
     resolve_inversions(world, ledger, config.max_victims_per_pass - ledger.added - held, rest)
     held += ledger.added
-    released = plan_releases(world, ledger, blocked)
+    released = plan_releases(world, ledger, blocked, room)
     _fast_fail(world, ledger)
 
     health = [s.health for s in world.slices.values()]
@@ -87,6 +92,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             ops_fenced_victims=ledger.fenced,
             ops_inversion_victims=ledger.inverted,
             ops_aborted=ledger.aborted,
+            rung_switches=ledger.rung_switches,
             victims_held=held,
             victims_released=released,
             releases_deferred=ledger.deferred,

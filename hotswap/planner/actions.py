@@ -120,6 +120,47 @@ class ClearOp:
 
 
 @dataclass(frozen=True, slots=True)
+class StartRungSwitch:
+    """One Workload update: set the rung-switch annotations AND `spec.active=false` together. Kueue evicts the
+    Workload and suspends its JobSet, whose pod templates may then change (the JobSet webhook allows nodeSelector
+    edits only while suspended)."""
+
+    workload: ObjectRef
+    jobset: ObjectRef
+    capacity: str
+    set_annotations: Mapping[str, str]
+    op_id: str = ""
+    """Not part of an operation (the field every write has, for logs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PinRung:
+    """Pin the suspended JobSet's TPU pod templates (`replicated_jobs`) to `capacity` with a nodeSelector on
+    `label`, then delete its held Workload so Kueue recreates it from the pinned template: Kueue v0.19.2 keeps a
+    suspended JobSet's Workload as it is when only the template's nodeSelector changes (e2e/test_rung_switch.py),
+    and its flavor assigner skips every flavor whose nodeLabels contradict the nodeSelector."""
+
+    workload: ObjectRef
+    jobset: ObjectRef
+    capacity: str
+    label: str
+    replicated_jobs: tuple[str, ...]
+    op_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndRungSwitch:
+    """Give a switch up: remove the rung-switch annotations AND set `spec.active=true` (Kueue requeues the
+    Workload as it was). For a switch that cannot finish (the template already names another capacity, or
+    Kueue never suspended the JobSet) or that someone else reactivated."""
+
+    workload: ObjectRef
+    remove_annotations: tuple[str, ...]
+    reason: str
+    op_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FastFailPod:
     """Opt-in only: mark a preemptor pod on an unreachable node Failed and delete it with grace 0 (B.6.3)."""
 
@@ -142,8 +183,9 @@ class TaintNode:
     """Not part of any operation: a slice's health alone decides."""
 
 
-Action = HoldVictim | ReleaseVictim | RecordOp | ClearOp | FastFailPod
-"""The writes of an operation or a release: to Workloads and, for fast-fail, pods."""
+Action = HoldVictim | ReleaseVictim | RecordOp | ClearOp | FastFailPod | StartRungSwitch | PinRung | EndRungSwitch
+"""The writes of an operation, a release or a rung switch: to Workloads, to a suspended JobSet's pod templates
+(a rung switch) and, for fast-fail, pods."""
 Write = Action | TaintNode
 """Anything the controller writes: an `Action` or a node's quarantine taint."""
 
@@ -156,6 +198,8 @@ class EventReason(StrEnum):
     VICTIM_RELEASED = "HotswapVictimReleased"
     ABORTED = "HotswapAborted"
     EVICTION_SLOW = "HotswapEvictionSlow"
+    RUNG_SWITCH = "HotswapRungSwitch"
+    """A top-tier JobSet whose spot VMs were reclaimed is moved to its ClusterQueue's queued flex-start rung."""
     INVERSION_RESOLVED = "HotswapInversionResolved"
     """An op was opened for a JobSet whose slice lower-priority work shared (slice priority inversion)."""
 
@@ -202,6 +246,8 @@ class Diagnostics:
     ops_inversion_victims: int = 0
     """Lower-priority workloads held because they shared a higher-priority JobSet's slice (priority inversion)."""
     ops_aborted: int = 0
+    rung_switches: int = 0
+    """JobSets whose spot VMs were reclaimed that this pass started moving to the queued flex-start rung."""
     victims_held: int = 0
     victims_released: int = 0
     releases_deferred: int = 0

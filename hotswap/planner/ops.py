@@ -48,6 +48,8 @@ class Ledger:
     """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
     deferred: int = 0
     """Capacity releases deferred because Kueue's `reclaimWithinCohort: Any` could evict higher-priority work."""
+    rung_switches: int = 0
+    """JobSets whose spot VMs were reclaimed that this pass started moving to the queued rung (`rungs`)."""
     waiting: int = 0
     """Infra-disrupted preemptors that take no victims yet: their failure is younger than `evictionDelay`."""
     deadlines: list[datetime] = field(default_factory=list)

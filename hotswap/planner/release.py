@@ -109,12 +109,16 @@ def wl_queue(world: World, victim: Unit) -> str | None:
 
 def queued_room(world: World) -> dict[str, int]:
     """Per ClusterQueue, TPU chips of queued-provisioning quota free for held victims: the queue's unreserved
-    quota there, less what recently released Workloads Kueue has not reserved quota for yet may take (their queue
-    is no longer known, so every queue counts them: a release waits rather than overfill)."""
+    quota there, less what recently released Workloads Kueue has not reserved quota for yet may take, and what
+    JobSets moving to the queued rung will (their queue is no longer known, so every queue counts them: a release
+    waits rather than overfill)."""
     pending = 0
-    released_at = world.keys.released_at
+    released_at, switching = world.keys.released_at, world.keys.rung_switch
     for unit in world.annotated:
         wl = unit.workload
+        if wl is not None and wl.annotations.get(switching) and not wl.quota_reserved:
+            pending += unit.chips  # moving to the queued rung (`rungs`): its quota there is spoken for
+            continue
         if wl is None or unit.held_by is not None or not wl.active or wl.quota_reserved:
             continue
         released = parse_time(wl.annotations.get(released_at, ""))
@@ -165,8 +169,9 @@ def reclaim_exposed(world: World) -> Callable[[Unit], Unit | None]:
     return exposed
 
 
-def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
-    """Append release actions; returns how many victims are released."""
+def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked], room: dict[str, int] | None = None) -> int:
+    """Append release actions; returns how many victims are released. `room`: `queued_room` as earlier rules of
+    the pass left it (rung switches book theirs first)."""
     config, now = world.config, world.now
     for stray in sorted(world.stray_held, key=lambda w: w.key):
         _release_stray(world, ledger, stray)
@@ -203,7 +208,7 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked]) -> int:
     free = free_slices(world, ledger)
     for needs in [*(b.needs for b in blocked), *_settling(world, world.annotated)]:
         _book(world, free, needs)
-    room = queued_room(world)
+    room = queued_room(world) if room is None else room
     waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
     for victim, gone, _since in waiting:
         if exposed(victim) is not None:

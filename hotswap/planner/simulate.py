@@ -7,13 +7,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from hotswap.model import ClusterSnapshot, DepartedPod, Node, Taint, TaintEffect, Workload
+from hotswap.model import ClusterSnapshot, DepartedPod, JobSet, Node, Taint, TaintEffect, Workload
 from hotswap.planner.actions import (
     ClearOp,
+    EndRungSwitch,
     FastFailPod,
     HoldVictim,
+    PinRung,
     RecordOp,
     ReleaseVictim,
+    StartRungSwitch,
     TaintNode,
     Write,
 )
@@ -42,6 +45,7 @@ def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Write], now: date
     `now` timestamps force-failed pods in `departed_pods` (defaults to the wall clock).
     """
     workloads = {(w.namespace, w.name): w for w in snapshot.workloads}
+    jobsets = {js.uid: js for js in snapshot.jobsets}
     pods = {(p.namespace, p.name): p for p in snapshot.pods}
     departed = list(snapshot.departed_pods)
     nodes = {n.name: n for n in snapshot.nodes}
@@ -74,6 +78,13 @@ def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Write], now: date
         if wl is None or wl.uid != ref.uid or (ref.resource_version and ref.resource_version != wl.resource_version):
             continue
         rv = _bump(wl.resource_version)
+        if isinstance(action, PinRung):
+            # The pinned template, and the Workload deleted (Kueue's new one is not in this snapshot yet).
+            js = jobsets.get(action.jobset.uid)
+            if js is not None:
+                jobsets[js.uid] = _pinned(js, action)
+            del workloads[(wl.namespace, wl.name)]
+            continue
         if isinstance(action, HoldVictim):
             annotations = _annotate(wl, action.set_annotations, action.remove_annotations)
             wl = replace(wl, annotations=annotations, active=False, resource_version=rv)
@@ -84,11 +95,28 @@ def apply_actions(snapshot: ClusterSnapshot, actions: Iterable[Write], now: date
             wl = replace(wl, annotations=_annotate(wl, action.annotations()), resource_version=rv)
         elif isinstance(action, ClearOp):
             wl = replace(wl, annotations=_annotate(wl, {}, action.remove_annotations), resource_version=rv)
+        elif isinstance(action, StartRungSwitch):
+            wl = replace(wl, annotations=_annotate(wl, action.set_annotations), active=False, resource_version=rv)
+        elif isinstance(action, EndRungSwitch):
+            annotations = _annotate(wl, {}, action.remove_annotations)
+            wl = replace(wl, annotations=annotations, active=True, resource_version=rv)
         workloads[(wl.namespace, wl.name)] = wl
     return replace(
         snapshot,
         nodes=tuple(nodes.values()),
         workloads=tuple(workloads.values()),
+        jobsets=tuple(jobsets.values()),
         pods=tuple(pods.values()),
         departed_pods=tuple(departed),
     )
+
+
+def _pinned(js: JobSet, action: PinRung) -> JobSet:
+    """The JobSet with the named replicated jobs' pod templates selecting `action.capacity`."""
+    rjs = tuple(
+        replace(rj, shape=replace(rj.shape, capacity=action.capacity))
+        if rj.name in action.replicated_jobs and rj.shape is not None
+        else rj
+        for rj in js.replicated_jobs
+    )
+    return replace(js, replicated_jobs=rjs)

@@ -13,7 +13,7 @@ from typing import Protocol
 from hotswap.sim.cohort import Cohort
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder
-from hotswap.sim.params import FailureKind, Scenario, Timing
+from hotswap.sim.params import Capacity, FailureKind, Scenario, Timing
 from hotswap.sim.state import Departure, Job, Pod, Slice
 
 
@@ -53,6 +53,15 @@ class SimHost(Protocol):
 
     def evict_requeue(self, job: Job) -> None:
         """A Kueue eviction that requeues the Workload at once (NodeFailures)."""
+
+    def hold_for_rung_switch(self, job: Job) -> None:
+        """spec.active=false to move the JobSet to another rung (nobody's victim)."""
+
+    def recreate_workload(self, job: Job, capacity: Capacity) -> None:
+        """Pin the suspended JobSet to `capacity` and delete its Workload; Kueue recreates and queues it."""
+
+    def end_rung_switch(self, job: Job) -> None:
+        """Give a rung switch up: spec.active=true, Kueue requeues the Workload as it was."""
 
     def lasting_after_s(self, kind: FailureKind) -> float:
         """A repair longer than this outlasts detection and the JobSet's own restart."""

@@ -109,7 +109,10 @@ simulator does not model: plain flex-start and on-demand)."""
 
 
 def rungs(w: Job, spot_max_priority: int | None) -> tuple[Capacity, ...]:
-    """The flavors of `LADDER` a workload may take: all of them, or without spot above `spot_max_priority`."""
+    """The flavors of `LADDER` a workload may take: all of them, or without spot above `spot_max_priority`; only the
+    one its pod templates were pinned to by a rung switch (a nodeSelector contradicting every other flavor)."""
+    if w.pinned is not None:
+        return (w.pinned,)
     if spot_max_priority is not None and w.priority > spot_max_priority:
         return tuple(c for c in LADDER if c is not Capacity.SPOT)
     return LADDER

@@ -346,6 +346,7 @@ ACTION_LABELS = {
     "kueue_node_failure_evictions": "Kueue NodeFailures evictions",
     "kube_scheduler_pod_preemptions": "kube-scheduler pod preemptions",
     "holds": "spec.active=false holds",
+    "rung_switches": "rung switches off spot",
     "hero_drains": "hero drains",
     "hero_drain_victims": "hero drain victims",
 }

@@ -810,6 +810,50 @@ class Simulator:
 
         self.loop.after(self.timing.kueue_admission_s, requeue)
 
+    # Rung switch (the reconciler's `planner.rungs`) -------------------------------------------------
+    def hold_for_rung_switch(self, job: Job) -> None:
+        """spec.active=false to move the JobSet to another rung: Kueue evicts and suspends it, as for a hold,
+        but it is nobody's victim (its own slices are gone)."""
+        self.note(f"rung switch: hold {job.name}")
+        job.active = False
+        job.rv += 1
+        self.loop.after(self.timing.kueue_admission_s, lambda: self._evict(job, JobState.HELD))
+
+    def recreate_workload(self, job: Job, capacity: Capacity) -> None:
+        """The JobSet's pod templates pinned to `capacity` and its held Workload deleted: Kueue creates a new one
+        from the pinned template (active, no annotations, no requeue backoff) and queues it."""
+        if job.state is not JobState.HELD:
+            return
+        self.note(f"rung switch: {job.name} pinned to {capacity.value}, Workload recreated")
+        self.rec.count("rung_switches")
+        job.pinned = capacity
+        job.workload_generation += 1
+        job.annotations = {}
+        job.active = True
+        job.requeue_at = 0.0
+        job.requeue_count = 0
+        job.rv += 1
+
+        def requeue() -> None:
+            if job.state is JobState.HELD and job.active:
+                job.state = JobState.QUEUED
+                self._kick()
+
+        self.loop.after(self.timing.kueue_admission_s, requeue)
+
+    def end_rung_switch(self, job: Job) -> None:
+        """A switch given up: the annotations go and spec.active=true, and Kueue requeues the Workload as it was."""
+        self.note(f"rung switch given up: {job.name}")
+        job.active = True
+        job.rv += 1
+
+        def requeue() -> None:
+            if job.state is JobState.HELD and job.active:
+                job.state = JobState.QUEUED
+                self._kick()
+
+        self.loop.after(self.timing.kueue_admission_s, requeue)
+
     # ------------------------------------------------------------------ capacity ladder (Fleet.ladder)
     def _init_capacity(self, s: Slice) -> None:
         """Label the slice with its capacity mode; queued flex-start capacity starts without nodes (nobody asked)."""

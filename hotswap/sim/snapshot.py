@@ -64,7 +64,8 @@ def node_name(s: Slice, host: int) -> str:
 
 
 def workload_uid(job: Job) -> str:
-    return f"wl-{job.id}"
+    """A Workload Kueue recreated (after a rung switch deleted it) is a new object with a new uid."""
+    return f"wl-{job.id}" if not job.workload_generation else f"wl-{job.id}-{job.workload_generation}"
 
 
 def jobset_uid(job: Job) -> str:
@@ -182,8 +183,10 @@ class CheckpointSignal:
 
 def _admitted_shape(job: Job, shape: SliceShape) -> SliceShape:
     """The template's shape as Kueue leaves it: while admitted to a ladder flavor, its nodeSelector names the
-    flavor's capacity; suspended again, the original nodeSelector is back."""
+    flavor's capacity; suspended again, the original nodeSelector is back (with a rung switch's pin)."""
     if job.flavor is None or not job.quota_reserved:
+        if job.pinned is not None:
+            return SliceShape(shape.accelerator, shape.topology, shape.chips_per_host, job.pinned.value)
         return shape
     return SliceShape(shape.accelerator, shape.topology, shape.chips_per_host, job.flavor.value)
 

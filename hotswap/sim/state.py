@@ -118,6 +118,10 @@ class Job:
     flavor: Capacity | None = None
     awaiting_capacity: bool = False  # quota reserved, ProvisioningRequest not yet filled (admission check Pending)
     provisioned: list[Slice] = field(default_factory=list)
+    # Rung switch (reconciler, `planner.rungs`): the capacity its pod templates were pinned to (Kueue assigns only
+    # that flavor from then on), and how many times its Workload was deleted for Kueue to recreate (a new uid).
+    pinned: Capacity | None = None
+    workload_generation: int = 0
 
     @property
     def priority(self) -> int:

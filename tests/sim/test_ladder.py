@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from hotswap.config import HotswapConfig
 from hotswap.model import ConditionStatus, Node, SliceShape
 from hotswap.planner.actions import ReleaseReason, ReleaseVictim
 from hotswap.sim import kubescheduler, kueue
@@ -400,3 +401,32 @@ def test_the_simulated_cluster_queue_reports_the_queued_rungs_unreserved_quota()
     (queue,) = policy.snapshot().cluster_queues
     # Both JobSets fit reservation and spot: the queued rung's two slices of quota are free.
     assert queue.queued_room_chips == 2 * sim.chips_per_slice
+
+
+def _reclaim_the_top_jobsets_spot_slice(policy: ReconcilerPolicy) -> tuple[Simulator, Job, Job]:
+    """One top-tier and one low JobSet, each on a spot slice; GCP reclaims the top one's for 4 h. The queued rung
+    (one slice) is free."""
+    sim = Simulator(_ladder("switch", reservation=0, spot=2, queued=1, high=(1, 1), low=(1, 1)), policy)
+    sim.run()
+    top = next(j for j in sim.live if j.priority == HIGH)
+    low = next(j for j in sim.live if j.priority == LOW)
+    assert top.flavor is Capacity.SPOT and low.flavor is Capacity.SPOT and top.running and low.running
+    (spot,) = _pools(sim, top)
+    sim._fail_now(spot, sim.timing.spot_notice_s + 4 * HOUR, FailureKind.SPOT_PREEMPTION)
+    sim.loop.run(sim.now + 20 * 60.0)
+    return sim, top, low
+
+
+def test_the_reconciler_moves_a_reclaimed_top_tier_jobset_to_the_queued_rung_instead_of_evicting() -> None:
+    """Issue 37 item 4, the rung switch: the top-tier JobSet is pinned to the queued rung and runs there once GKE
+    provisions it; the low JobSet on spot is never a victim. Switched off (the control), the low one is."""
+    sim, top, low = _reclaim_the_top_jobsets_spot_slice(ReconcilerPolicy())
+    assert top.pinned is Capacity.QUEUED and top.flavor is Capacity.QUEUED and top.running
+    assert top.workload_generation == 1 and sim.rec.peer_actions.get("rung_switches") == 1
+    assert low.running and low.victim_since is None and sim.rec.holds == 0
+    assert all(p.slice is not None and p.slice.capacity is Capacity.QUEUED for p in top.pods)
+
+    off = HotswapConfig(top_tier_priority=HIGH, spot_rung_switch=False)
+    sim, top, low = _reclaim_the_top_jobsets_spot_slice(ReconcilerPolicy(off))
+    assert top.pinned is None and top.flavor is Capacity.SPOT and top.running
+    assert sim.rec.holds == 1 and not low.running

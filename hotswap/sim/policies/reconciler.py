@@ -22,7 +22,18 @@ from hotswap.annotations import AnnotationKeys, parse_time
 from hotswap.config import HotswapConfig
 from hotswap.model import ClusterSnapshot, SliceShape
 from hotswap.planner import plan
-from hotswap.planner.actions import Action, ClearOp, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
+from hotswap.planner.actions import (
+    Action,
+    ClearOp,
+    EndRungSwitch,
+    FastFailPod,
+    HoldVictim,
+    PinRung,
+    Plan,
+    RecordOp,
+    ReleaseVictim,
+    StartRungSwitch,
+)
 from hotswap.sim.engine import Handle
 from hotswap.sim.params import Capacity
 from hotswap.sim.snapshot import CheckpointSignal, at, build_snapshot, pod_uid, workload_uid
@@ -189,6 +200,15 @@ class ReconcilerPolicy:
             elif isinstance(action, ClearOp):
                 _remove(job, action.remove_annotations)
                 job.rv += 1
+            elif isinstance(action, StartRungSwitch):
+                if job.active and job.state is JobState.ADMITTED:  # the actuator's re-check: still admitted
+                    job.annotations.update(action.set_annotations)
+                    sim.hold_for_rung_switch(job)
+            elif isinstance(action, PinRung):
+                sim.recreate_workload(job, Capacity(action.capacity))
+            elif isinstance(action, EndRungSwitch):
+                _remove(job, action.remove_annotations)
+                sim.end_rung_switch(job)
         sim.kick()
 
 

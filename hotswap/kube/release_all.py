@@ -54,6 +54,9 @@ def release_patch(obj: JsonObj, keys: AnnotationKeys) -> JsonObj | None:
     if annotations.get(keys.held_by):
         removals = dict.fromkeys(k for k in (*keys.victim_hold_keys(), keys.op) if k in annotations)
         return {"metadata": {"annotations": removals}, "spec": {"active": True}}
+    if annotations.get(keys.rung_switch):
+        # Held for a rung switch (not yet pinned and recreated): give it back as it was.
+        return {"metadata": {"annotations": dict.fromkeys(keys.rung_switch_keys())}, "spec": {"active": True}}
     if keys.op in annotations:
         return {"metadata": {"annotations": {keys.op: None}}}
     return None
@@ -80,7 +83,7 @@ async def release_all(
             continue
         meta = item["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        held = bool(_annotations(item).get(keys.held_by))
+        held = bool(_annotations(item).get(keys.held_by) or _annotations(item).get(keys.rung_switch))
         if dry_run:
             log.info("dry-run: would release", extra={"workload": key, "held": held})
             (report.released if held else report.cleared_ops).append(key)

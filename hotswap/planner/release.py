@@ -8,7 +8,15 @@ from datetime import datetime
 from hotswap.annotations import format_time, parse_time
 from hotswap.config import ReleaseOnPreemptorGone
 from hotswap.model import SliceShape, Workload
-from hotswap.planner.actions import Decision, EventReason, ObjectRef, ReleaseReason, ReleaseVictim
+from hotswap.planner.actions import (
+    Decision,
+    EndRungSwitch,
+    EventReason,
+    EventType,
+    ObjectRef,
+    ReleaseReason,
+    ReleaseVictim,
+)
 from hotswap.planner.disruption import supply
 from hotswap.planner.ops import Ledger
 from hotswap.planner.preempt import Blocked, free_slices
@@ -44,6 +52,12 @@ def _release_stray(world: World, ledger: Ledger, wl: Workload) -> None:
     keys = world.keys
     op_id = wl.annotations.get(keys.op_id, "")
     ref = ObjectRef("Workload", wl.namespace, wl.name, wl.uid, wl.resource_version)
+    if not wl.annotations.get(keys.held_by):  # held for a rung switch, not as a victim: give the switch up
+        reason = "rung switch given up: its JobSet is outside the reconciler's namespaces or label selector, or gone"
+        ledger.actions.append(EndRungSwitch(ref, keys.rung_switch_keys(), reason))
+        event_ref = ObjectRef("Workload", wl.namespace, wl.name, wl.uid)
+        ledger.events.append(Decision(EventReason.RUNG_SWITCH, event_ref, reason, type=EventType.WARNING))
+        return
     ledger.actions.append(
         ReleaseVictim(
             workload=ref,

@@ -272,8 +272,9 @@ class World:
     queues: dict[str, ClusterQueue] = field(default_factory=dict)
     """ClusterQueues by name."""
     stray_held: list[Workload] = field(default_factory=list)
-    """Workloads carrying our `held-by` annotation whose JobSet is not a unit: outside `namespaces` or the
-    label selector (the configuration shrank), or gone. No rule can reason about them, so they are released."""
+    """Workloads carrying our `held-by` (or `rung-switch`) annotation whose JobSet is not a unit: outside `namespaces`
+    or the label selector (the configuration shrank), or gone. No rule can reason about them, so they are released
+    (a rung switch given up)."""
     slice_failures: dict[str, list[datetime | None]] = field(default_factory=dict)
     """Suspect slice → when JobSet pods failed on it (None: unknown); see `confirm_failures`."""
     unbound: dict[str, datetime] = field(default_factory=dict)
@@ -589,7 +590,8 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
         stray_held = [
             wl
             for wl in workloads
-            if wl.annotations.get(held_by_key) and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+            if (wl.annotations.get(held_by_key) or wl.annotations.get(keys.rung_switch))
+            and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
         ]
     return World(
         now=now,

@@ -9,6 +9,7 @@ import pytest
 from fakes.apiserver import FakeApiServer
 
 from hotswap.kube.actuator import Result
+from hotswap.kube.release_all import release_all
 from hotswap.kube.rung_pin import pin_patch
 from hotswap.planner.actions import EndRungSwitch, PinRung, StartRungSwitch
 from hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY
@@ -127,3 +128,13 @@ def test_pin_patch_is_empty_when_pinned_and_refuses_another_capacity_or_a_missin
     del js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"]
     (_, _, add) = pin_patch(js, "u", ["workers"], CAPACITY_LABEL, QUEUED_CAPACITY)
     assert add["path"].endswith("/nodeSelector") and add["value"] == {CAPACITY_LABEL: QUEUED_CAPACITY}
+
+
+async def test_release_all_gives_a_switch_in_flight_back(api: FakeApiServer, make_client: ClientFactory) -> None:
+    """Uninstalling mid-switch must not leave the top tier's Workload inactive (I10)."""
+    seed_workload(api, "jobset-top", {**SWITCHING, KEYS.hold_count: "1"}, active=False)
+    report = await release_all(await make_client("ops"), KEYS)
+    assert report.released == [f"{NS}/jobset-top"] and report.ok
+    stored = api.get(WORKLOADS, "jobset-top", NS)
+    assert stored is not None and stored["spec"]["active"] is True
+    assert stored["metadata"]["annotations"] == {KEYS.hold_count: "1"}

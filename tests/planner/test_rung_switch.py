@@ -181,3 +181,20 @@ def test_a_jobset_in_flight_is_nobodys_victim() -> None:
     fleet.fail("s2", NOTICE, how="unreachable", hosts=4).evict_pods(other, "s2", NOTICE)
     result = checked(fleet.snapshot(), now=T0 + CFG.eviction_delay)
     assert held(result) == ["low"]
+
+
+def test_a_workload_held_for_a_switch_whose_jobset_is_gone_is_given_back() -> None:
+    """No rule can finish a switch for a JobSet outside the view: it is reactivated, as a stray victim is released."""
+    fleet = on(Fleet().slices("s1"), "spot", "s1")
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1, SPOT), ["s1"], 1000)
+    stray = (
+        WorkloadBuilder("ml", "jobset-gone")
+        .priority(2000)
+        .active(False)
+        .annotation(KEYS.rung_switch, QUEUED_CAPACITY)
+        .annotation(KEYS.rung_switch_since, format_time(T0))
+    )
+    fleet.set_workload(stray.obj())
+    result = plan(fleet.snapshot(), T0, CFG)
+    (end,) = [a for a in result.actions if isinstance(a, EndRungSwitch)]
+    assert end.workload.name == "jobset-gone" and set(end.remove_annotations) == set(KEYS.rung_switch_keys())

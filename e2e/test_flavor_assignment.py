@@ -14,53 +14,21 @@ from typing import Any
 
 import pytest
 
-from components.config.tpu import CAPACITY_LABEL
 from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 from e2e import report
-from e2e.apply import apply_all, delete_all
 from e2e.conftest import Controllers, Target
+from e2e.spot_ladder import QUEUE, SpotLadder, applied
 
 JsonObj = dict[str, Any]
 KUEUE = "kueue.x-k8s.io/v1beta2"
-NAMESPACE = "e2e-flavors"
-QUEUE = "training"
-TIER = "e2e-flavors-top"
-SPOT, RESERVED = "e2e-flavors-spot", "e2e-flavors-reserved"
-TPU = "google.com/tpu"
-
-
-def _setup() -> list[JsonObj]:
-    def flavor(name: str, capacity: str) -> JsonObj:
-        return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name},
-                "spec": {"nodeLabels": {CAPACITY_LABEL: capacity}}}  # fmt: skip
-
-    def quota(name: str) -> JsonObj:
-        return {"name": name, "resources": [{"name": TPU, "nominalQuota": "256"}]}
-
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": TIER}, "value": 900000,
-         "preemptionPolicy": "Never"},
-        {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": {"name": TIER}, "value": 900000},
-        flavor(SPOT, "spot"),
-        flavor(RESERVED, "reservation"),
-        {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": NAMESPACE},
-         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}},
-                  "resourceGroups": [{"coveredResources": [TPU], "flavors": [quota(SPOT), quota(RESERVED)]}]}},
-        {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": QUEUE, "namespace": NAMESPACE},
-         "spec": {"clusterQueue": NAMESPACE}},
-    ]  # fmt: skip
+LADDER = SpotLadder("e2e-flavors")
+NAMESPACE, TIER, SPOT, RESERVED = LADDER.namespace, LADDER.tier, LADDER.spot, LADDER.reserved
 
 
 @pytest.fixture(scope="module")
 def ladder(target: Target, controllers: Controllers) -> Iterator[None]:
-    objects = _setup()
-    try:
-        assert [o.as_json() for o in apply_all(target.rest, objects) if not o.accepted] == []
+    with applied(target, LADDER):
         yield
-    finally:
-        left = delete_all(target.rest, objects)
-    assert not left, left
 
 
 def _admitted_flavor(target: Target, jobset: str, timeout: float = 90) -> str:

@@ -802,6 +802,10 @@ class Simulator:
         self.rec.releases += 1
         job.active = True
         job.rv += 1
+        self._requeue_active(job)
+
+    def _requeue_active(self, job: Job) -> None:
+        """Kueue puts an active Workload that was held (suspended) back in the queue once it has seen it."""
 
         def requeue() -> None:
             if job.state is JobState.HELD and job.active:
@@ -833,26 +837,14 @@ class Simulator:
         job.requeue_at = 0.0
         job.requeue_count = 0
         job.rv += 1
-
-        def requeue() -> None:
-            if job.state is JobState.HELD and job.active:
-                job.state = JobState.QUEUED
-                self._kick()
-
-        self.loop.after(self.timing.kueue_admission_s, requeue)
+        self._requeue_active(job)
 
     def end_rung_switch(self, job: Job) -> None:
         """A switch given up: the annotations go and spec.active=true, and Kueue requeues the Workload as it was."""
         self.note(f"rung switch given up: {job.name}")
         job.active = True
         job.rv += 1
-
-        def requeue() -> None:
-            if job.state is JobState.HELD and job.active:
-                job.state = JobState.QUEUED
-                self._kick()
-
-        self.loop.after(self.timing.kueue_admission_s, requeue)
+        self._requeue_active(job)
 
     # ------------------------------------------------------------------ capacity ladder (Fleet.ladder)
     def _init_capacity(self, s: Slice) -> None:

@@ -236,8 +236,9 @@ class HotswapConfig(BaseModel):
     spot_rung_switch: bool = Field(
         default=True,
         description="Move a JobSet of the top tier (`topTierPriority` and above) whose spot VMs GCP reclaimed to its "
-        "ClusterQueue's queued flex-start rung instead of evicting lower-priority work on spot, when that rung has "
-        "quota free for it: hold its Workload, pin the suspended JobSet's TPU pod templates to the queued capacity "
+        "ClusterQueue's queued flex-start rung instead of evicting lower-priority work on spot, when Kueue can admit "
+        "it there (free quota, or quota lower-priority work holds, which Kueue's own preemption takes): hold its "
+        "Workload, pin the suspended JobSet's TPU pod templates to the queued capacity "
         "(nodeSelector `gke-tpu-priority.io/capacity: flex-start-queued`) and delete the held Workload, which Kueue "
         "recreates from the pinned template and admits there. Quota-only Kueue would otherwise re-admit it to the spot "
         "quota its own eviction freed, where reclamations keep striking it. The pin stays for the JobSet's life. "

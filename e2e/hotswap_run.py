@@ -272,8 +272,20 @@ class Scenario:
                     standby.start()
             low = [j for j in self.jobsets if j["metadata"]["name"] != HP_NAME]
             high = [j for j in self.jobsets if j["metadata"]["name"] == HP_NAME]
+            # A plain Job's pods carry no JobSet job-key, so JobSet's exclusive placement does not keep a JobSet's
+            # leader off the Job's pool: submitted together, lp-0's leader can land there before the Job's last
+            # host is bound, and the two then wait on each other's nodes. The Job runs first, alone.
+            plain_jobs = [j for j in low if j["kind"] == "Job"]
+            for job in plain_jobs:
+                self.submit(job)
+            if plain_jobs:
+                wait_until(
+                    "the plain Jobs to run", self._all_running(observer, [j["metadata"]["name"] for j in plain_jobs]),
+                    180, state,
+                )  # fmt: skip
             for jobset in low:
-                self.submit(jobset)
+                if jobset["kind"] != "Job":
+                    self.submit(jobset)
             wait_until(
                 "the low-priority JobSets to run", self._all_running(observer, [j["metadata"]["name"] for j in low]),
                 180, state,

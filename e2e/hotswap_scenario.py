@@ -123,8 +123,9 @@ def batch_job(pool: str = BATCH_POOL) -> JsonObj:
 
 
 def scenario_workloads(with_batch_job: bool = False, fast_fail: bool = False) -> list[JsonObj]:
-    """The scenario's JobSets; with `with_batch_job`, a plain batch/v1 Job takes lp-1's place (and goes first, so
-    its node selector finds its pool free); with `fast_fail`, the high-priority JobSet opts in to fast-fail."""
+    """The scenario's JobSets; with `with_batch_job`, a plain batch/v1 Job takes lp-1's place (and goes first,
+    running before the JobSets are submitted, so its node selector finds its pool free); with `fast_fail`, the
+    high-priority JobSet opts in to fast-fail."""
     jobsets = scenario_jobsets(fast_fail)
     if not with_batch_job:
         return jobsets

@@ -34,12 +34,12 @@ from hotswap.planner.world import Unit, World, preemptor_refusal
 from hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY, SPOT_CAPACITY
 
 
-def plan_rung_switches(world: World, ledger: Ledger, disrupted: Mapping[str, Disruption], room: dict[str, int]) -> int:
+def plan_rung_switches(world: World, ledger: Ledger, disrupted: Mapping[str, Disruption], room: dict[str, int]) -> None:
     """Advance switches in flight, then start one for each eligible disrupted JobSet that Kueue can admit on its
     ClusterQueue's queued rung: the rung's free quota (`room`, chips per queue, booked down as switches start) and
     the quota lower-priority Workloads hold there, which Kueue's own preemption (`withinClusterQueue:
     LowerPriority`) takes for it, cover its chips. A JobSet started this pass is claimed in `ledger`, so no rule of
-    the pass takes it as a preemptor or a victim. Returns how many started."""
+    the pass takes it as a preemptor or a victim (`Ledger.rung_switches` counts those started)."""
     keys = world.keys
     for unit in world.annotated:
         wl = unit.workload
@@ -49,8 +49,7 @@ def plan_rung_switches(world: World, ledger: Ledger, disrupted: Mapping[str, Dis
     config = world.config
     top = config.top_tier_priority
     if not config.spot_rung_switch or top is None:
-        return 0
-    started = 0
+        return
     on_queued: dict[str, list[tuple[int, int]]] | None = None  # built on first need: most passes have no candidate
     taken: dict[str, int] = {}  # chips of lower-priority queued Workloads spoken for by this pass's switches
     for uid, evidence in sorted(disrupted.items(), key=lambda ue: (-world.units[ue[0]].kueue_priority, ue[1].since)):
@@ -68,8 +67,6 @@ def plan_rung_switches(world: World, ledger: Ledger, disrupted: Mapping[str, Dis
         room[queue] = free - from_room
         taken[queue] = taken.get(queue, 0) + unit.chips - from_room
         _start(world, ledger, unit, evidence, queue)
-        started += 1
-    return started
 
 
 def _reserved_on_queued(world: World) -> dict[str, list[tuple[int, int]]]:

@@ -235,9 +235,10 @@ class HotswapConfig(BaseModel):
     )
     spot_rung_switch: bool = Field(
         default=True,
-        description="Move a JobSet of the top tier (`topTierPriority` and above) whose spot VMs GCP reclaimed to its "
-        "ClusterQueue's queued flex-start rung instead of evicting lower-priority work on spot, when Kueue can admit "
-        "it there (free quota, or quota lower-priority work holds, which Kueue's own preemption takes): hold its "
+        description="Move a JobSet of a tier that may preempt (not below `preemptorMinPriority`) whose spot VMs GCP "
+        "reclaimed to its ClusterQueue's queued flex-start rung instead of evicting lower-priority work on spot, "
+        "higher tiers first, when Kueue can admit it there (free quota, or quota lower-priority work holds, which "
+        "Kueue's own preemption takes): hold its "
         "Workload, pin the suspended JobSet's TPU pod templates to the queued capacity "
         "(nodeSelector `gke-tpu-priority.io/capacity: flex-start-queued`) and delete the held Workload, which Kueue "
         "recreates from the pinned template and admits there. Quota-only Kueue would otherwise re-admit it to the spot "

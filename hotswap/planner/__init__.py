@@ -54,7 +54,7 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     contested = contested_inversions(world, ledger, inversions)
     resolvers = {uid: partial(resolve_contested, world, ledger, group) for uid, group in contested.items()}
     advance_ops(world, ledger, disrupted.keys(), resolvers)
-    # A top-tier JobSet whose spot VMs are gone moves to the queued rung instead of taking victims on spot; its
+    # A JobSet whose spot VMs are gone moves to the queued rung instead of taking victims on spot; its
     # queued quota is booked before releases look for room there.
     room = queued_room(world)
     plan_rung_switches(world, ledger, disrupted, room)

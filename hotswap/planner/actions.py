@@ -199,7 +199,7 @@ class EventReason(StrEnum):
     ABORTED = "HotswapAborted"
     EVICTION_SLOW = "HotswapEvictionSlow"
     RUNG_SWITCH = "HotswapRungSwitch"
-    """A top-tier JobSet whose spot VMs were reclaimed is moved to its ClusterQueue's queued flex-start rung."""
+    """A JobSet whose spot VMs were reclaimed is moved to its ClusterQueue's queued flex-start rung."""
     INVERSION_RESOLVED = "HotswapInversionResolved"
     """An op was opened for a JobSet whose slice lower-priority work shared (slice priority inversion)."""
 

@@ -1,4 +1,4 @@
-"""Rung switch: move a top-tier JobSet whose spot VMs GCP reclaimed to its ClusterQueue's queued flex-start rung.
+"""Rung switch: move a JobSet whose spot VMs GCP reclaimed to its ClusterQueue's queued flex-start rung.
 
 Quota-only Kueue (v0.19.2) gives a requeued workload the first flavor whose quota fits, and evicting a JobSet frees
 exactly the spot quota it held, so it lands on spot again, where the next reclamation strikes it; taking a lower
@@ -18,8 +18,12 @@ annotations:
 3. or the switch is given up (the Workload reactivated as it was): when the template already selects a capacity,
    when someone else reactivated it, or when Kueue has not suspended it within `rungSwitchTimeout`.
 
-Only the top tier moves (`topTierPriority`): queued capacity takes provisioning time and a lower tier sharing the
-rung's quota with the top one waited longer there in the simulator than it gained.
+Every tier that may preempt moves (not those below `preemptorMinPriority`), higher priority first, each only when
+Kueue can admit it on the queued rung: free quota there, or quota lower-priority work holds there. In the
+simulator's ladder the middle tier's moves matter most: its spot evictions of low JobSets were almost all of the
+victims' loss left there. An earlier simulator-only switch of the middle tier at every reclamation, with no room
+check, made it wait for queued capacity the top tier held (its badput x4.8); the room check is what makes the move
+pay (docs/benchmarks.md, "A fourth lever kept").
 """
 
 from __future__ import annotations
@@ -35,26 +39,25 @@ from hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY, SPOT_CAPACITY
 
 
 def plan_rung_switches(world: World, ledger: Ledger, disrupted: Mapping[str, Disruption], room: dict[str, int]) -> None:
-    """Advance switches in flight, then start one for each eligible disrupted JobSet that Kueue can admit on its
-    ClusterQueue's queued rung: the rung's free quota (`room`, chips per queue, booked down as switches start) and
-    the quota lower-priority Workloads hold there, which Kueue's own preemption (`withinClusterQueue:
-    LowerPriority`) takes for it, cover its chips. A JobSet started this pass is claimed in `ledger`, so no rule of
-    the pass takes it as a preemptor or a victim (`Ledger.rung_switches` counts those started)."""
+    """Advance switches in flight, then start one for each eligible disrupted JobSet, highest priority first, that
+    Kueue can admit on its ClusterQueue's queued rung: the rung's free quota (`room`, chips per queue, booked down as
+    switches start) and the quota lower-priority Workloads hold there, which Kueue's own preemption
+    (`withinClusterQueue: LowerPriority`) takes for it, cover its chips (less what this pass's earlier switches took
+    from such work). A JobSet started this pass is claimed in `ledger`, so no rule of the pass takes it as a
+    preemptor or a victim (`Ledger.rung_switches` counts those started)."""
     keys = world.keys
     for unit in world.annotated:
         wl = unit.workload
         if wl is not None and keys.rung_switch in wl.annotations:
             ledger.claimed.add(wl.key)
             _advance(world, ledger, unit)
-    config = world.config
-    top = config.top_tier_priority
-    if not config.spot_rung_switch or top is None:
+    if not world.config.spot_rung_switch:
         return
     on_queued: dict[str, list[tuple[int, int]]] | None = None  # built on first need: most passes have no candidate
     taken: dict[str, int] = {}  # chips of lower-priority queued Workloads spoken for by this pass's switches
     for uid, evidence in sorted(disrupted.items(), key=lambda ue: (-world.units[ue[0]].kueue_priority, ue[1].since)):
         unit = world.units[uid]
-        queue = _eligible(world, ledger, unit, evidence, top)
+        queue = _eligible(world, ledger, unit, evidence)
         if queue is None:
             continue
         if on_queued is None:
@@ -83,12 +86,12 @@ def _reserved_on_queued(world: World) -> dict[str, list[tuple[int, int]]]:
     return found
 
 
-def _eligible(world: World, ledger: Ledger, unit: Unit, evidence: Disruption, top: int) -> str | None:
-    """The ClusterQueue of a top-tier JobSet admitted to the spot rung whose spot capacity is gone for good (a node
-    deleted or shutting down: `Disruption.lasting`), free to move (no operation of its own, not claimed, a possible
-    preemptor); None otherwise."""
+def _eligible(world: World, ledger: Ledger, unit: Unit, evidence: Disruption) -> str | None:
+    """The ClusterQueue of a JobSet admitted to the spot rung whose spot capacity is gone for good (a node deleted or
+    shutting down: `Disruption.lasting`), free to move (no operation of its own, not claimed, a possible preemptor:
+    its tier may preempt); None otherwise."""
     wl = unit.workload
-    if wl is None or unit.kueue_priority < top or not evidence.lasting:
+    if wl is None or not evidence.lasting:
         return None
     if unit.op is not None or unit.uid in ledger.open_ops or wl.key in ledger.claimed:
         return None  # victims already held for it stay its operation's business

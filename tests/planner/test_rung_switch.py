@@ -1,4 +1,4 @@
-"""Rung switch: a top-tier JobSet whose spot VMs GCP reclaimed moves to the queued flex-start rung instead of taking a
+"""Rung switch: a JobSet whose spot VMs GCP reclaimed moves to the queued flex-start rung instead of taking a
 lower JobSet's spot slice (`hotswap.planner.rungs`).
 
 Each start case has a control that differs in one fact (the setting, the tier, the evidence, the room), so the
@@ -78,9 +78,35 @@ def test_switched_off_the_top_tier_takes_the_spot_victim_as_before() -> None:
     assert started(result) == [] and held(result) == ["low"]
 
 
-def test_below_the_top_tier_no_switch() -> None:
+def test_a_middle_tier_jobset_moves_too() -> None:
+    """Any tier that may preempt moves, not only the top one: on the simulator's ladder the middle tier's spot
+    evictions were almost all of the victims' loss."""
     result = checked(reclaimed(priority=1500).snapshot())
-    assert started(result) == [] and held(result) == ["low"]
+    assert started(result) == ["top"] and held(result) == []
+
+
+def test_a_tier_that_may_not_preempt_does_not_move() -> None:
+    """Below `preemptorMinPriority` (a tier declared `preempts: false`) a JobSet neither preempts nor moves: it waits
+    for spot to come back. The control is the same JobSet one priority step up, at the floor."""
+    for floor, moves in ((1600, False), (1500, True)):
+        config = CFG.model_copy(update={"preemptor_min_priority": floor})
+        result = checked(reclaimed(priority=1500).snapshot(), config)
+        assert (started(result) == ["top"]) is moves
+        assert held(result) == []
+
+
+def test_with_room_for_one_the_higher_tier_moves_first() -> None:
+    """Two JobSets lose their spot VMs at once and the queued rung has room for one slice: the higher tier takes it,
+    the other takes a spot victim as before. The control: with room for two, both move."""
+    for room, moving in ((CHIPS, ["top"]), (2 * CHIPS, ["mid", "top"])):
+        fleet = reclaimed(room=room)
+        fleet.slices("s2", "s3")
+        on(fleet, "spot", "s2", "s3")
+        mid = fleet.run(JobSetBuilder("ml", "mid").replicated_job("w", 1, SPOT), ["s2"], 1500)
+        fleet.run(JobSetBuilder("ml", "low2").replicated_job("w", 1, SPOT), ["s3"], 1000)
+        fleet.fail("s2", NOTICE, how="deleted", hosts=4).evict_pods(mid, "s2", NOTICE, reason=NODE_SHUTDOWN)
+        result = checked(fleet.snapshot())
+        assert sorted(started(result)) == moving
 
 
 def test_a_graceful_shutdown_before_the_vms_go_is_enough() -> None:

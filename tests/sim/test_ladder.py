@@ -374,10 +374,15 @@ def test_the_tas_peers_run_the_ladder_like_for_like() -> None:
 def test_the_reconciler_sends_held_victims_back_to_kueue_when_the_queued_rung_has_room() -> None:
     """Issue 37 item 4: a held victim whose rung has no free slice is released once the ClusterQueue's queued
     flex-start quota has room for it, and Kueue then provisions capacity for it, instead of waiting for a spot
-    return. The snapshot carries that room as the controller reads it from the ClusterQueue."""
-    policy = ReconcilerPolicy()
+    return. The snapshot carries that room as the controller reads it from the ClusterQueue. The rung switch is off:
+    it moves reclaimed JobSets of every preempting tier into the same room first, which is not what this tests."""
+    scenario = ladder(seed=20260901, scale=0.03)
+    config = scenario.reconciler.hotswap_config().model_copy(
+        update={"top_tier_priority": max(c.priority for c in scenario.classes), "spot_rung_switch": False}
+    )
+    policy = ReconcilerPolicy(config)
     policy.keep_plans = True
-    sim = Simulator(ladder(seed=20260901, scale=0.03), policy)
+    sim = Simulator(scenario, policy)
     sim.trace = []
     sim.run()
     reasons = [a.reason for p in policy.plans for a in p.actions if isinstance(a, ReleaseVictim)]

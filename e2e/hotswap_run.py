@@ -283,9 +283,8 @@ class Scenario:
                     "the plain Jobs to run", self._all_running(observer, [j["metadata"]["name"] for j in plain_jobs]),
                     180, state,
                 )  # fmt: skip
-            for jobset in low:
-                if jobset["kind"] != "Job":
-                    self.submit(jobset)
+            for jobset in (j for j in low if j["kind"] != "Job"):
+                self.submit(jobset)
             wait_until(
                 "the low-priority JobSets to run", self._all_running(observer, [j["metadata"]["name"] for j in low]),
                 180, state,

@@ -87,7 +87,7 @@ def test_a_middle_tier_jobset_moves_too() -> None:
 
 def test_a_tier_that_may_not_preempt_does_not_move() -> None:
     """Below `preemptorMinPriority` (a tier declared `preempts: false`) a JobSet neither preempts nor moves: it waits
-    for spot to come back. The control is the same JobSet one priority step up, at the floor."""
+    for spot to come back. The control lowers the floor to the JobSet's own priority."""
     for floor, moves in ((1600, False), (1500, True)):
         config = CFG.model_copy(update={"preemptor_min_priority": floor})
         result = checked(reclaimed(priority=1500).snapshot(), config)
@@ -96,8 +96,8 @@ def test_a_tier_that_may_not_preempt_does_not_move() -> None:
 
 
 def test_with_room_for_one_the_higher_tier_moves_first() -> None:
-    """Two JobSets lose their spot VMs at once and the queued rung has room for one slice: the higher tier takes it,
-    the other takes a spot victim as before. The control: with room for two, both move."""
+    """Two JobSets lose their spot VMs at once and the queued rung has room for one slice: the higher tier takes it
+    and the other does not move. The control: with room for two, both move."""
     for room, moving in ((CHIPS, ["top"]), (2 * CHIPS, ["mid", "top"])):
         fleet = reclaimed(room=room)
         fleet.slices("s2", "s3")

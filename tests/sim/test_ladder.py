@@ -376,15 +376,14 @@ def test_the_reconciler_sends_held_victims_back_to_kueue_when_the_queued_rung_ha
     flex-start quota has room for it, and Kueue then provisions capacity for it, instead of waiting for a spot
     return. The snapshot carries that room as the controller reads it from the ClusterQueue. The rung switch is off:
     it moves reclaimed JobSets of every preempting tier into the same room first, which is not what this tests."""
-    scenario = ladder(seed=20260901, scale=0.03)
-    config = scenario.reconciler.hotswap_config().model_copy(
-        update={"top_tier_priority": max(c.priority for c in scenario.classes), "spot_rung_switch": False}
-    )
-    policy = ReconcilerPolicy(config)
+    policy = ReconcilerPolicy()
     policy.keep_plans = True
-    sim = Simulator(scenario, policy)
+    sim = Simulator(ladder(seed=20260901, scale=0.03), policy)
     sim.trace = []
-    sim.run()
+    sim.start()  # `run` is start, loop, finish: the switch goes off once `attach` has derived the config
+    policy.config = policy.config.model_copy(update={"spot_rung_switch": False})
+    sim.loop.run(sim.scenario.horizon_h * HOUR)
+    sim.finish()
     reasons = [a.reason for p in policy.plans for a in p.actions if isinstance(a, ReleaseVictim)]
     assert ReleaseReason.QUEUED_CAPACITY in reasons
     released = {

@@ -200,6 +200,18 @@ def _default_repair_mixture() -> tuple[RepairBand, ...]:
     )
 
 
+class StormArrivals(StrEnum):
+    """When correlated storms come."""
+
+    POISSON = "poisson"
+    """Gaps drawn from an exponential distribution of mean `storm_every_h`: storms keep no clock. A fixed period
+    that is a multiple of the checkpoint interval (24 h and 30 min) would strike every JobSet restarted by the
+    previous storm at the same phase of its checkpoint cycle, just before its next checkpoint when it restarted
+    quickly, which charges fast recovery for an alignment real fleets do not have (docs/benchmarks.md)."""
+    PERIODIC = "periodic"
+    """Exactly every `storm_every_h` (tests that need a storm at a known time)."""
+
+
 class FailureClock(StrEnum):
     """Whose random stream decides when a slice fails; every healthy slice fails at the same Poisson rate either way."""
 
@@ -242,7 +254,13 @@ class Failures(_Frozen):
     )
     storm_slices: int = Field(0, ge=0, description="Extra correlated storm: this many slices fail ...")
     storm_window_s: Seconds = Field(60.0, description="... uniformly within this window ...")
-    storm_every_h: float = Field(0.0, ge=0.0, description="... every this many hours (0 = no storms). Scenario S2.")
+    storm_every_h: float = Field(
+        0.0, ge=0.0, description="... on average every this many hours (0 = no storms). Scenario S2."
+    )
+    storm_arrivals: StormArrivals = Field(
+        StormArrivals.POISSON,
+        description="Storm times: a Poisson process of mean gap `storm_every_h` (default), or exactly periodic.",
+    )
     spot_mtbf_h: float = Field(
         100.0,
         gt=0.0,

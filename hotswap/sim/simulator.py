@@ -19,7 +19,16 @@ from hotswap.sim import kubescheduler, kueue
 from hotswap.sim.cohort import Cohort
 from hotswap.sim.engine import EventLoop
 from hotswap.sim.metrics import Recorder, summarise
-from hotswap.sim.params import HOUR, Capacity, FailureClock, FailureKind, JobClass, RepairBand, Scenario
+from hotswap.sim.params import (
+    HOUR,
+    Capacity,
+    FailureClock,
+    FailureKind,
+    JobClass,
+    RepairBand,
+    Scenario,
+    StormArrivals,
+)
 from hotswap.sim.policies.base import Policy
 from hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice, checkpointed_s
 
@@ -112,9 +121,8 @@ class Simulator:
                 self.loop.at(at, partial(self._empty_slice_clock, s, repair, unreachable))
         for sid, rng in self._spot_rng.items():
             self.loop.at(rng.expovariate(self.scenario.failures.spot_rate_per_slice_s), partial(self._spot_clock, sid))
-        storm_every = self.scenario.failures.storm_every_h * HOUR
-        if self.scenario.failures.storm_slices and storm_every > 0:
-            self.loop.at(storm_every, self._storm)
+        if self.scenario.failures.storm_slices and self.scenario.failures.storm_every_h > 0:
+            self.loop.at(self._storm_gap_s(), self._storm)
         self._kick()
 
     def finish(self) -> RunResult:
@@ -288,7 +296,13 @@ class Simulator:
             kind = FailureKind.UNREACHABLE if rng.random() < f.unreachable_fraction else FailureKind.CRASH
             s = self.slices[sid]
             self.loop.after(delay, partial(self._fail_now, s, repair, kind))
-        self.loop.after(f.storm_every_h * HOUR, self._storm)
+        self.loop.after(self._storm_gap_s(), self._storm)
+
+    def _storm_gap_s(self) -> float:
+        """Seconds to the next storm, from the storms' own stream (the same storms under every policy)."""
+        f = self.scenario.failures
+        mean = f.storm_every_h * HOUR
+        return self._storm_rng.expovariate(1.0 / mean) if f.storm_arrivals is StormArrivals.POISSON else mean
 
     def _fail_slice(self, s: Slice, rng: random.Random) -> None:
         repair = draw_repair_s(rng, self.scenario)

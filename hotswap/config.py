@@ -168,7 +168,9 @@ class HotswapConfig(BaseModel):
         timedelta(0),
         timedelta(hours=2),
         timedelta(seconds=120),
-        "A slice is Healthy again only after all its nodes have been good this long (A9).",
+        "A slice is Healthy again only after all its nodes have been good this long (A9); until then it is "
+        "Recovering: no preemptor is sent there, but a held victim may go back onto it (a flap costs it only what "
+        "it ran since its restart).",
     )
     attribution_window: Duration = _duration(
         timedelta(seconds=10),

@@ -17,10 +17,11 @@ from hotswap.planner.actions import (
     ReleaseReason,
     ReleaseVictim,
 )
-from hotswap.planner.disruption import supply
+from hotswap.planner.disruption import deficit, supply
 from hotswap.planner.ops import Ledger
 from hotswap.planner.preempt import Blocked, free_slices
 from hotswap.planner.world import Unit, World, hold_since
+from hotswap.slices import SliceHealth
 
 
 def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, note: str) -> None:
@@ -76,6 +77,25 @@ def _release_stray(world: World, ledger: Ledger, wl: Workload) -> None:
             op_id,
         )
     )
+
+
+def recovering_idle(world: World, ledger: Ledger) -> list[str]:
+    """Empty Recovering slices nobody reserved: back from a repair for less than `recoveryStabilization`.
+
+    A released victim may go there (a preemptor waits for Healthy). The stabilization guards a preemptor's
+    restart against a flapping host; a victim waiting for capacity gains nothing from it but idle time, and if
+    the host does flap it loses only what it ran since its restart. Kube-scheduler and Kueue TAS place work on a
+    Ready node at once, so the wait was ours alone: in storms it left every repaired slice empty for the whole
+    stabilization while victims waited (docs/benchmarks.md, "Storms on a clock")."""
+    reserved = ledger.reserved
+    return [
+        name
+        for name, found in world.slices.items()
+        if found.health is SliceHealth.RECOVERING
+        and not found.request_owned
+        and name not in world.occupants
+        and name not in reserved
+    ]
 
 
 def _take(world: World, free: list[str], needs: Mapping[SliceShape, int]) -> list[str] | None:
@@ -219,7 +239,10 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked], room: di
             continue  # E3: stay held until the preemptor's attempt is placed
         waiting.append((victim, gone, since))
 
-    free = free_slices(world, ledger)
+    recovering = recovering_idle(world, ledger)
+    for uid in world.unbound:  # admitted JobSets with pods waiting for a node bind there by themselves first
+        _book(world, recovering, deficit(world, world.units[uid]))
+    free = [*free_slices(world, ledger), *recovering]
     for needs in [*(b.needs for b in blocked), *_settling(world, world.annotated)]:
         _book(world, free, needs)
     room = queued_room(world) if room is None else room

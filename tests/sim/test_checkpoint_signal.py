@@ -59,7 +59,10 @@ def test_victims_lose_less_when_workloads_publish_checkpoints() -> None:
     signalled = Simulator(scenario, ReconcilerPolicy()).run().summary
     blind = Simulator(_without_signal(scenario), ReconcilerPolicy()).run().summary
     assert blind["policy_victim_lost_chip_s"] > 0
-    assert signalled["policy_victim_lost_chip_s"] < 0.5 * blind["policy_victim_lost_chip_s"]
+    # Without the signal the planner cannot tell a victim that just checkpointed from one that did not: the same
+    # policy blind loses about twice as much here (0.55 of it signalled since held victims go back onto
+    # Recovering slices, 0.48 before; a signal that were ignored would give about 1).
+    assert signalled["policy_victim_lost_chip_s"] < 0.6 * blind["policy_victim_lost_chip_s"]
     assert signalled["lost_victims"] == blind["lost_victims"] == 0
 
 

@@ -137,11 +137,11 @@ def spare_nodes(seed: int = DEFAULT_SEED, scale: float = 1.0) -> Scenario:
 
 
 def multi_disruption(seed: int = DEFAULT_SEED, scale: float = 1.0) -> Scenario:
-    """Storms of 8 slice failures within a minute, every 24 h, on a fleet mostly held by 2-slice high-priority
-    JobSets (12 of them on 24 of the 32 slices), with repairs that mostly outlast the restart: several
-    high-priority JobSets are disrupted at once (issue 19 item 3). Demand equals the fleet, so a NodeFailures
-    eviction frees quota and the requeued JobSet is stuck on topology, the case hero drains for, one hero at a
-    time cluster-wide; the reconciler plans all the disrupted JobSets in one pass.
+    """Storms of 8 slice failures within a minute, on average every 24 h (Poisson), on a fleet mostly held by
+    2-slice high-priority JobSets (12 of them on 24 of the 32 slices), with repairs that mostly outlast the
+    restart: several high-priority JobSets are disrupted at once (issue 19 item 3). Demand equals the fleet, so a
+    NodeFailures eviction frees quota and the requeued JobSet is stuck on topology, the case hero drains for, one
+    hero at a time cluster-wide; the reconciler plans all the disrupted JobSets in one pass.
     """
     classes = (
         JobClass(name="high", priority=2_000_000, slices=2, population=12, mean_duration_h=72.0),

@@ -21,7 +21,7 @@ from hotswap.planner.disruption import deficit, supply
 from hotswap.planner.ops import Ledger
 from hotswap.planner.preempt import Blocked, free_slices
 from hotswap.planner.world import Unit, World, hold_since
-from hotswap.slices import SliceHealth
+from hotswap.slices import SPOT_CAPACITY, SliceHealth
 
 
 def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, note: str) -> None:
@@ -86,13 +86,18 @@ def recovering_idle(world: World, ledger: Ledger) -> list[str]:
     restart against a flapping host; a victim waiting for capacity gains nothing from it but idle time, and if
     the host does flap it loses only what it ran since its restart. Kube-scheduler and Kueue TAS place work on a
     Ready node at once, so the wait was ours alone: in storms it left every repaired slice empty for the whole
-    stabilization while victims waited (docs/benchmarks.md, "Storms on a clock")."""
+    stabilization while victims waited (docs/benchmarks.md, "Storms on a clock").
+
+    Not spot slices: spot VMs back from a reclamation are what JobSets starved on the spot rung take victims for at
+    once, so a victim released there was soon held again (on the capacity ladder it cost victims' loss and bought
+    nothing)."""
     reserved = ledger.reserved
     return [
         name
         for name, found in world.slices.items()
         if found.health is SliceHealth.RECOVERING
         and not found.request_owned
+        and found.shape.capacity != SPOT_CAPACITY
         and name not in world.occupants
         and name not in reserved
     ]

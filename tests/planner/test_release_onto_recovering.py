@@ -15,7 +15,7 @@ from hotswap.config import HotswapConfig
 from hotswap.model import JobSet
 from hotswap.planner.actions import Plan, ReleaseReason, ReleaseVictim
 from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
-from tests.planner.test_capacity_ladder import run  # plan at T0 with the default config, invariants checked
+from tests.planner.test_capacity_ladder import run, rung  # run: plan at T0, default config, invariants checked
 
 CFG = HotswapConfig()
 KEYS = AnnotationKeys(CFG.annotation_domain)
@@ -78,4 +78,19 @@ def test_control_a_jobset_waiting_for_another_shape_does_not_book_it() -> None:
     fleet, _ = repaired_fleet(back_s=30)
     fleet.slices("b0")
     fleet.run(JobSetBuilder("ml", "mid").replicated_job("w", 1), ["b0"], 500)
+    assert releases(run(fleet)) == {"low": ReleaseReason.CAPACITY}
+
+
+def test_a_recovering_spot_slice_is_left_to_spot_preemptors() -> None:
+    """Spot VMs back from a reclamation are what JobSets starved on the spot rung take victims for at once: a victim
+    released there would soon be held again. The victim runs on any capacity (its template names none), so only
+    the rule keeps it off."""
+    fleet, _ = repaired_fleet(back_s=30)
+    rung(fleet, "spot", "r0")
+    assert releases(run(fleet)) == {}
+
+
+def test_control_a_recovering_reservation_slice_takes_the_victim() -> None:
+    fleet, _ = repaired_fleet(back_s=30)
+    rung(fleet, "reservation", "r0")
     assert releases(run(fleet)) == {"low": ReleaseReason.CAPACITY}

@@ -244,6 +244,8 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked], room: di
             continue  # E3: stay held until the preemptor's attempt is placed
         waiting.append((victim, gone, since))
 
+    if not waiting:
+        return released  # the common pass: nothing to place, so no free or Recovering slice needs looking at
     recovering = recovering_idle(world, ledger)
     for uid in world.unbound:  # admitted JobSets with pods waiting for a node bind there by themselves first
         _book(world, recovering, deficit(world, world.units[uid]))

@@ -87,9 +87,13 @@ def plan_preemptions(
     sources: list[tuple[Unit, datetime | None, Disruption | None]] = [(u, None, e) for u, e in queue]
     sources += [(s.unit, s.since, None) for s in starved]
 
-    # Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3) carry no op in the snapshot
-    # yet; they are no victims either (I9), so they are excluded with the disrupted ones.
-    victim_index = VictimIndex(world, set(disrupted) | ledger.open_ops.keys(), ledger.claimed)
+    # A disrupted JobSet is no victim while it still lacks slices (I9, B17: it is a preemptor itself). Once it is
+    # whole again on healthy slices its infra evidence lingers for `attributionWindow`, but it is ordinary running
+    # work: excluding it then left top-tier JobSets blocked for minutes in storms while the cheapest victim (just
+    # restarted) was right there. Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3)
+    # carry no op in the snapshot yet; they are no victims either (I9).
+    short = {uid for uid in disrupted if deficit(world, world.units[uid], _booked(ledger, uid))}
+    victim_index = VictimIndex(world, short | ledger.open_ops.keys(), ledger.claimed)
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
     budget = world.config.max_victims_per_pass - ledger.added
@@ -209,7 +213,7 @@ def plan_preemptions(
                 if unit.held_by is not None:
                     held_for.setdefault(unit.held_by.uid, []).append(unit)
         taken_keys = ledger.claimed | set(op.victims)
-        fence_args = (world, preemptor, op, fresh, held_for.get(preemptor.uid, ()), disrupted.keys(), taken_keys)
+        fence_args = (world, preemptor, op, fresh, held_for.get(preemptor.uid, ()), short, taken_keys)
         fenced = fence(*fence_args, budget - len(victims))
         if budget - len(victims) <= len(fenced):
             # The budget may have cut the fence short: say so, like any preemption left for the next pass.

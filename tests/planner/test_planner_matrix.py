@@ -9,7 +9,7 @@ import pytest
 
 from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, format_time
 from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
-from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, SliceShape
+from hotswap.model import ClusterSnapshot, ConditionStatus, DepartedPod, JobSet, PodPhase, SliceShape
 from hotswap.planner import plan
 from hotswap.planner.actions import (
     ClearOp,
@@ -280,6 +280,28 @@ def test_B17_infra_disrupted_victim_is_not_a_candidate() -> None:
     fleet.fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
     fleet.fail("v1", FAILED_AT).evict_pods(low, "v1", FAILED_AT)
     assert held(run(fleet.snapshot())) == []
+
+
+def _struck_low(whole_again: bool) -> Fleet:
+    """H on p0+p1 (p0 failed). L was struck on w0 a minute ago (its attempt-0 pod departed from the failed slice,
+    still inside `attributionWindow`); `whole_again`: its attempt 1 now runs on v0, else its pod waits unbound."""
+    fleet = Fleet().slices("p0", "p1", "v0", "w0")
+    high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
+    low_builder = JobSetBuilder("ml", "low").replicated_job("w", 1).restarts(1)
+    low = fleet.run(low_builder, ["v0"] if whole_again else [], 10)
+    if not whole_again:
+        fleet.wait(low, FAILED_AT)
+    fleet.fail("w0", FAILED_AT).fail("p0", FAILED_AT).evict_pods(high, "p0", FAILED_AT)
+    fleet.departed.append(DepartedPod("ml", low.name, 0, fleet.pools["w0"][0], "w0", FAILED_AT, 10, failed=True))
+    return fleet
+
+
+def test_B17_a_struck_victim_whole_again_is_a_candidate() -> None:
+    """Infra evidence outlives the restart by `attributionWindow`; a JobSet running whole again on healthy slices
+    is ordinary work, not a preemptor (in storms the old rule left the top tier blocked for the whole window while
+    the cheapest victim, just restarted, ran next to it). Control: the same JobSet still short is no victim."""
+    assert held(run(_struck_low(whole_again=True).snapshot())) == ["low"]
+    assert held(run(_struck_low(whole_again=False).snapshot())) == []
 
 
 def test_B18_higher_preemptor_gets_the_only_victim() -> None:

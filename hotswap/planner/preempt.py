@@ -63,10 +63,12 @@ def plan_preemptions(
 ) -> Planned:
     """Plan ops for infra-disrupted preemptors, then for `starved` ones (`starved_units`), in one budget."""
     queue: list[tuple[Unit, Disruption]] = []
+    short: set[str] = set()  # disrupted and still lacking slices: preemptors, never victims (below)
     for uid, evidence in disrupted.items():
         unit = world.units[uid]
         if not deficit(world, unit, _booked(ledger, uid)):
             continue  # an open op covers it, or nothing is missing
+        short.add(uid)
         if unit.workload is not None and unit.workload.key in ledger.claimed:
             continue  # held this pass by an op extension: a victim never becomes a preemptor (I9)
         refusal = preemptor_refusal(world, unit)
@@ -92,7 +94,6 @@ def plan_preemptions(
     # work: excluding it then left top-tier JobSets blocked for minutes in storms while the cheapest victim (just
     # restarted) was right there. Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3)
     # carry no op in the snapshot yet; they are no victims either (I9).
-    short = {uid for uid in disrupted if deficit(world, world.units[uid], _booked(ledger, uid))}
     victim_index = VictimIndex(world, short | ledger.open_ops.keys(), ledger.claimed)
     spare = free_slices(world, ledger)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor

@@ -224,8 +224,10 @@ class HotswapConfig(BaseModel):
         "unbound while lower work holds the slices) waits as long from when its pods began to wait, since Kueue "
         "re-admits a JobSet whose slices stay down and it then starves; each re-admission starts that wait again, so "
         "with a waitForPodsReady timeout below this delay (the platform's 15 min) a starved lower tier takes only "
-        "cheap and opportunistic victims; one admitted to the spot rung does not wait (its VMs were reclaimed and "
-        "return on GCP's schedule). A victim loses its "
+        "cheap and opportunistic victims; one admitted to the spot rung does not wait again (its VMs were reclaimed, "
+        "it waited from then until Kueue requeued it, and they return on GCP's schedule). A failure that cannot be a "
+        "transient (a node deleted or shutting down) is waited out too: the delay is the price of a costly victim "
+        "close in rank, not a bet on the slice coming back. A victim loses its "
         "progress since its last checkpoint and waits out the repair in the preemptor's place, so for a tier that "
         "outranks it by less, only a long repair repays the eviction; the default waits out the common 10-20 min "
         "repairs. Equal to `evictionDelay`: every tier waits the same.",

@@ -267,9 +267,14 @@ def plan_preemptions(
 
 def _eviction_wait(world: World, evidence: Disruption, delay: timedelta) -> datetime | None:
     """When a new op for this failure may take victims, if not yet (`delay` after the failure). A slice that is
-    back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted. A failure
-    that cannot be a transient (`Disruption.lasting`) is not waited for."""
-    if evidence.lasting:
+    back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted.
+
+    A failure that cannot be a transient (`Disruption.lasting`) is not waited for by a preemptor whose delay is
+    `evictionDelay` (the top tier, or a victim set of opportunistic work): that delay is a bet on the slice coming
+    back, and a deleted node does not. `lowerTierEvictionDelay` is waited for all the same: it is the price of a
+    costly victim of a tier barely below the preemptor, not a bet on the failure, and in its minutes the victim
+    publishes a checkpoint (it is then cheap and taken at once) or slices free up elsewhere."""
+    if evidence.lasting and delay <= world.config.eviction_delay:
         return None
     until = evidence.since + delay
     return until if world.now < until else None
@@ -284,9 +289,10 @@ def _starvation_wait(world: World, preemptor: Unit, starving: datetime, victims:
     delay, as on the platform, such a JobSet takes only cheap and opportunistic victims. The top tier keeps
     `starvationGrace` alone.
 
-    Demand on the spot rung does not wait: there a JobSet admitted without a slice is one whose VMs GCP reclaimed
-    (quota-only Kueue re-admits it on the spot quota its eviction freed), and deleted capacity returns on GCP's
-    schedule, not within a transient's minutes; the infrastructure path does not wait for deleted nodes either."""
+    Demand on the spot rung does not start that wait again: there a JobSet admitted without a slice is one whose
+    VMs GCP reclaimed (quota-only Kueue re-admits it on the spot quota its eviction freed). It already waited on the
+    infrastructure path, from the reclamation until Kueue requeued it, and deleted capacity returns on GCP's
+    schedule, not within a transient's minutes (ladder, full scale: waiting again cost more than it saved)."""
     if _delay(world, preemptor, None) <= world.config.eviction_delay:
         return None  # the top tier, or every tier waits alike: no victim's cost needs weighing
     if any(shape.capacity == SPOT_CAPACITY for shape in preemptor.demand):

@@ -21,7 +21,7 @@ from hotswap.planner.disruption import deficit, supply
 from hotswap.planner.ops import Ledger
 from hotswap.planner.preempt import Blocked, free_slices
 from hotswap.planner.world import Unit, World, hold_since
-from hotswap.slices import SPOT_CAPACITY, SliceHealth
+from hotswap.slices import QUEUED_CAPACITY, SPOT_CAPACITY, SliceHealth
 
 
 def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, note: str) -> None:
@@ -150,18 +150,34 @@ def queued_room(world: World) -> dict[str, int]:
     """Per ClusterQueue, TPU chips of queued-provisioning quota free for held victims: the queue's unreserved
     quota there, less what recently released Workloads Kueue has not reserved quota for yet may take, and what
     JobSets moving to the queued rung will (their queue is no longer known, so every queue counts them: a release
-    waits rather than overfill)."""
+    waits rather than overfill). A move is spoken for from its hold (while Kueue still holds its spot quota) until
+    Kueue admits the recreated Workload on the queued rung: room counted free in between would start a second
+    switch, or release a victim, onto quota the first is about to take."""
     pending = 0
+    counted: set[str] = set()
     released_at, switching = world.keys.released_at, world.keys.rung_switch
     for unit in world.annotated:
         wl = unit.workload
-        if wl is not None and wl.annotations.get(switching) and not wl.quota_reserved:
-            pending += unit.chips  # moving to the queued rung (`rungs`): its quota there is spoken for
+        if wl is not None and wl.annotations.get(switching):
+            pending += unit.chips  # held for the move (`rungs`), not yet pinned and recreated
+            counted.add(unit.uid)
             continue
         if wl is None or unit.held_by is not None or not wl.active or wl.quota_reserved:
             continue
         released = parse_time(wl.annotations.get(released_at, ""))
         if released is not None and world.now - released < world.config.release_settle:
+            pending += unit.chips
+            counted.add(unit.uid)
+    for unit in world.units.values():
+        wl = unit.workload
+        if unit.uid in counted or unit.held_by is not None:
+            continue
+        if (wl.quota_reserved or not wl.active) if wl is not None else not unit.jobset.suspended:
+            continue
+        demand = unit.demand
+        if demand and all(shape.capacity == QUEUED_CAPACITY for shape in demand):
+            # Pinned to the queued rung and not admitted yet: a move whose Workload was just deleted (Kueue is
+            # about to recreate it) or recreated, or the user's own.
             pending += unit.chips
     return {name: q.queued_room_chips - pending for name, q in world.queues.items() if q.queued_room_chips > pending}
 

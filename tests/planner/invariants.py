@@ -371,18 +371,21 @@ def _redundant_victims(
     shapes = {rj.shape for rj in js.replicated_jobs if rj.shape is not None}
     need = {shape: sum(1 for p in op.slices if p in slices and slices[p].shape.matches(shape)) for shape in shapes}
     chosen = []
+    fenced = set()
     for key in op.victims:
         wl = workloads.get(key)
         if wl is None or key not in keys_after:
             continue
         vk = jobset_key(wl)
         if op.since is not None and _fresh_admission(wl, op.since) and not running.get(vk):
-            continue  # fenced: frees quota, not a slice
+            fenced.add(vk)  # held for the quota it took, after the victims were chosen: it covers nothing
+            continue
         chosen.append(vk)
     problems = []
     for victim in chosen:
-        rest = (victim_keys - {victim}) | {js.key}
-        pools = set(op.slices) | {p for p, there in occupants.items() if there & (victim_keys - {victim})}
+        others = victim_keys - {victim} - fenced
+        rest = others | {js.key}
+        pools = set(op.slices) | {p for p, there in occupants.items() if there & others}
         usable = [
             p
             for p in pools

@@ -239,12 +239,41 @@ def test_a_lower_tier_takes_a_cheap_victim_at_once() -> None:
     assert held(result) == ["zeta"] and result.diagnostics.ops_waiting == 0
 
 
-def test_a_lasting_failure_is_not_waited_for_by_a_lower_tier_either() -> None:
+def _lasting(checkpoint: str | None = None) -> Fleet:
+    """High (priority 1000) on p0+p1, low (10, an hour without a checkpoint unless `checkpoint`) on v0; p0's
+    nodes were deleted (a spot VM past its notice): a failure that cannot be a transient."""
     fleet = Fleet().slices("p0", "p1", "v0")
     high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
-    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
+    low = JobSetBuilder("ml", "low").replicated_job("w", 1)
+    if checkpoint is not None:
+        low.annotation(KEYS.last_checkpoint, checkpoint)
+    fleet.run(low, ["v0"], 10)
     fleet.fail("p0", FAILED_AT, how="deleted", hosts=4).evict_pods(high, "p0", FAILED_AT, "DeletionByTaintManager")
-    assert held(run(fleet.snapshot(), _tiered(top=2000))) == ["low"]
+    return fleet
+
+
+def test_a_lower_tier_waits_its_delay_for_a_costly_victim_even_when_the_failure_is_lasting() -> None:
+    """The lower tier's delay is the price of a costly victim, not a bet on the slice coming back: a deleted node
+    waits it out too (ladder, full scale: victims' loss 1,999 -> 1,725 chip-h, weighted badput even)."""
+    snap = _lasting().snapshot()
+    config = _tiered(top=2000)
+    evidence = next(iter(disrupted_units(build_world(snap, T0, config)).values()))
+    assert evidence.lasting
+    waiting = plan(snap, evidence.since + timedelta(seconds=45), config)
+    assert held(waiting) == [] and waiting.diagnostics.ops_waiting == 1
+    assert waiting.next_wakeup == evidence.since + timedelta(minutes=20)
+    assert held(plan(snap, evidence.since + timedelta(minutes=20), config)) == ["low"]
+
+
+def test_a_lasting_failure_is_not_waited_for_by_the_top_tier_nor_for_cheap_or_opportunistic_victims() -> None:
+    """Controls: evictionDelay alone is a bet on the failure healing, which a deleted node does not."""
+    snap = _lasting().snapshot()
+    since = next(iter(disrupted_units(build_world(snap, T0, _tiered(top=1000))).values())).since
+    at_detection = since + timedelta(seconds=1)
+    assert held(plan(snap, at_detection, _tiered(top=1000))) == ["low"]  # the top tier
+    assert held(plan(snap, at_detection, _tiered(top=2000, floor=100))) == ["low"]  # an opportunistic victim
+    cheap = _lasting(checkpoint=format_time(since - timedelta(minutes=2))).snapshot()
+    assert held(plan(cheap, at_detection, _tiered(top=2000))) == ["low"]  # a victim that just checkpointed
 
 
 def test_lower_tier_eviction_delay_is_validated_against_eviction_delay() -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from hotswap.annotations import AnnotationKeys, format_time
 from hotswap.config import HotswapConfig
 from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet
@@ -224,3 +226,39 @@ def test_a_workload_held_for_a_switch_whose_jobset_is_gone_is_given_back() -> No
     result = plan(fleet.snapshot(), T0, CFG)
     (end,) = [a for a in result.actions if isinstance(a, EndRungSwitch)]
     assert end.workload.name == "jobset-gone" and set(end.remove_annotations) == set(KEYS.rung_switch_keys())
+
+
+def _recreated_on_the_queued_rung() -> Fleet:
+    """`top` after the pin: Kueue recreated its Workload (no switch annotations) from the template pinned to the
+    queued capacity, and has not admitted it yet."""
+    fleet = on(Fleet().slices("s1"), "spot", "s1")
+    fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1, SPOT), ["s1"], 1000)
+    builder = JobSetBuilder("ml", "top").replicated_job("w", 1, QUEUED).suspended()
+    pending = (
+        WorkloadBuilder("ml", "jobset-top")
+        .condition("QuotaReserved", ConditionStatus.FALSE)
+        .condition("Admitted", ConditionStatus.FALSE)
+    )
+    fleet.run(builder, [], 2000, workload=pending)
+    return fleet
+
+
+@pytest.mark.parametrize(
+    "stage",
+    ["held, Kueue still holds its spot quota", "suspended, its quota released", "recreated, not admitted yet"],
+)
+def test_the_queued_room_a_move_in_flight_will_take_is_not_offered_to_another(stage: str) -> None:
+    """From the hold until Kueue admits the recreated Workload on the queued rung, the rung's free quota is not
+    free: a second JobSet that loses its spot VMs meanwhile does not start a switch onto it (it would wait there
+    behind the first, pinned off spot). The control: room for both, and it moves."""
+    for room, moves in ((CHIPS, False), (2 * CHIPS, True)):
+        if stage.startswith("recreated"):
+            fleet = _recreated_on_the_queued_rung()
+        else:
+            fleet, _ = in_flight(suspended=stage.startswith("suspended"), quota_reserved=stage.startswith("held"))
+        fleet.slices("s2")
+        on(fleet, "spot", "s2")
+        mid = fleet.run(JobSetBuilder("ml", "mid").replicated_job("w", 1, SPOT), ["s2"], 1500)
+        fleet.fail("s2", NOTICE, how="deleted", hosts=4).evict_pods(mid, "s2", NOTICE, reason=NODE_SHUTDOWN)
+        fleet.queues["cq"] = replace(fleet.queues["cq"], queued_room_chips=room)
+        assert (started(checked(fleet.snapshot())) == ["mid"]) is moves, stage

@@ -153,6 +153,8 @@ def queued_room(world: World) -> dict[str, int]:
     waits rather than overfill). A move is spoken for from its hold (while Kueue still holds its spot quota) until
     Kueue admits the recreated Workload on the queued rung: room counted free in between would start a second
     switch, or release a victim, onto quota the first is about to take."""
+    if not any(q.queued_room_chips > 0 for q in world.queues.values()):
+        return {}  # no ladder, or its queued rung is full: spare the scan of every JobSet (each pass)
     pending = 0
     counted: set[str] = set()
     released_at, switching = world.keys.released_at, world.keys.rung_switch
@@ -172,12 +174,10 @@ def queued_room(world: World) -> dict[str, int]:
         wl = unit.workload
         if unit.uid in counted or unit.held_by is not None:
             continue
-        if (wl.quota_reserved or not wl.active) if wl is not None else not unit.jobset.suspended:
-            continue
-        demand = unit.demand
-        if demand and all(shape.capacity == QUEUED_CAPACITY for shape in demand):
-            # Pinned to the queued rung and not admitted yet: a move whose Workload was just deleted (Kueue is
-            # about to recreate it) or recreated, or the user's own.
+        # No Workload: a switch just deleted it, and Kueue is about to recreate it from the suspended JobSet.
+        waiting = unit.jobset.suspended if wl is None else wl.active and not wl.quota_reserved
+        if waiting and unit.only_on(QUEUED_CAPACITY):
+            # Pinned to the queued rung and not admitted yet: a move's recreated Workload, or the user's own.
             pending += unit.chips
     return {name: q.queued_room_chips - pending for name, q in world.queues.items() if q.queued_room_chips > pending}
 

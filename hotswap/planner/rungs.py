@@ -80,8 +80,7 @@ def _reserved_on_queued(world: World) -> dict[str, list[tuple[int, int]]]:
         wl = unit.workload
         if wl is None or wl.cluster_queue is None or not wl.quota_reserved:
             continue
-        demand = unit.demand
-        if demand and all(shape.capacity == QUEUED_CAPACITY for shape in demand):
+        if unit.only_on(QUEUED_CAPACITY):
             found.setdefault(wl.cluster_queue, []).append((unit.kueue_priority, unit.chips))
     return found
 
@@ -97,8 +96,7 @@ def _eligible(world: World, ledger: Ledger, unit: Unit, evidence: Disruption) ->
         return None  # victims already held for it stay its operation's business
     if preemptor_refusal(world, unit) is not None or unit.cluster_queue is None:
         return None
-    demand = unit.demand
-    if not demand or any(shape.capacity != SPOT_CAPACITY for shape in demand):
+    if not unit.only_on(SPOT_CAPACITY):
         return None
     return unit.cluster_queue.name
 

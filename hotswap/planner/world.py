@@ -174,6 +174,12 @@ class Unit:
             self._demand = demand
         return self._demand
 
+    def only_on(self, capacity: str) -> bool:
+        """Every TPU slice the JobSet needs selects `capacity` (the `gke-tpu-priority.io/capacity` node label its
+        templates carry: Kueue's flavor while admitted, a rung switch's pin while not)."""
+        demand = self.demand
+        return bool(demand) and all(shape.capacity == capacity for shape in demand)
+
     @property
     def chips(self) -> int:
         """TPU chips the JobSet runs on (a slice of unknown size counts as one chip)."""

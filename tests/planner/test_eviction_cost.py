@@ -254,7 +254,8 @@ def _lasting(checkpoint: str | None = None) -> Fleet:
 
 def test_a_lower_tier_waits_its_delay_for_a_costly_victim_even_when_the_failure_is_lasting() -> None:
     """The lower tier's delay is the price of a costly victim, not a bet on the slice coming back: a deleted node
-    waits it out too (ladder, full scale: victims' loss 1,999 -> 1,725 chip-h, weighted badput even)."""
+    waits it out too (ladder, full scale, 5a31c27's bench: victims' loss 1,999 -> 1,727 chip-h, weighted badput
+    even)."""
     snap = _lasting().snapshot()
     config = _tiered(top=2000)
     evidence = next(iter(disrupted_units(build_world(snap, T0, config)).values()))

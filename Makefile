@@ -43,15 +43,20 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# mypy cannot follow setuptools' editable import hook, so it reads the package through a tree of links laid out as
+# the wheel installs it (build/typecheck/gke_tpu_priority/{components,hotswap,policies}).
+TYPECHECK_TREE := build/typecheck/gke_tpu_priority
 typecheck: venv
-	$(BIN)/mypy components hotswap tools policies e2e
+	@mkdir -p $(TYPECHECK_TREE)
+	@for p in components hotswap policies; do ln -sfn ../../../$$p $(TYPECHECK_TREE)/$$p; done
+	MYPYPATH=build/typecheck $(BIN)/mypy -p gke_tpu_priority -p tools -p e2e
 
 test: lint typecheck $(CHECKOV)
 	@$(BIN)/python -m tools.upstream ensure
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv
-	$(BIN)/python -m hotswap.sim bench --out build/bench
+	$(BIN)/python -m gke_tpu_priority.hotswap.sim bench --out build/bench
 
 clean:
 	rm -rf build $(VENV) .venv-checkov .venv-e2e-pulumi .cache/upstream

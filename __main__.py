@@ -2,13 +2,13 @@
 
 import pulumi
 
-from components.config import CONFIG_KEY, ConfigError, parse_platform_config
-from components.config.fleet import FLEET_CONFIG_KEY, parse_fleet_config
-from components.platform import TpuPlatform, TpuPlatformArgs
+from gke_tpu_priority.components.config import CONFIG_KEY, ConfigError, parse_platform_config
+from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_KEY, parse_fleet_config
+from gke_tpu_priority.components.platform import TpuPlatform, TpuPlatformArgs
 
 fleet_raw = pulumi.Config().get_object(FLEET_CONFIG_KEY)
 if fleet_raw is not None:
-    from components.fleet import TpuFleet, TpuFleetArgs
+    from gke_tpu_priority.components.fleet import TpuFleet, TpuFleetArgs
 
     try:
         fleet_config = parse_fleet_config(fleet_raw, stack_file=True)

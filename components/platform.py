@@ -4,15 +4,15 @@ from typing import TypedDict
 
 import pulumi
 
-from components.admission import TpuAdmissionPolicy, TpuAdmissionPolicyArgs
-from components.cluster import TpuCluster, TpuClusterArgs
-from components.cluster.existing import existing_cluster
-from components.config import parse_platform_config
-from components.kueue import KueueJobSet, KueueJobSetArgs
-from components.priorities import PriorityTiers, PriorityTiersArgs
-from components.queues import TpuQueues, TpuQueuesArgs
-from components.reconciler import HotswapReconciler, HotswapReconcilerArgs
-from components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.components.admission import TpuAdmissionPolicy, TpuAdmissionPolicyArgs
+from gke_tpu_priority.components.cluster import TpuCluster, TpuClusterArgs
+from gke_tpu_priority.components.cluster.existing import existing_cluster
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.kueue import KueueJobSet, KueueJobSetArgs
+from gke_tpu_priority.components.priorities import PriorityTiers, PriorityTiersArgs
+from gke_tpu_priority.components.queues import TpuQueues, TpuQueuesArgs
+from gke_tpu_priority.components.reconciler import HotswapReconciler, HotswapReconcilerArgs
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuPlatform"
 

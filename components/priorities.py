@@ -5,12 +5,12 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import PlatformConfig, parse_platform_config
-from components.config.priorities import MAX_USER_PRIORITY, HotswapMode, PriorityTier
-from components.kube.immutable import replacement_options
-from components.kube.objects import KubernetesObject, inherited_depends_on
-from components.schema_types import PlatformConfig as PlatformSettings
-from policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION
+from gke_tpu_priority.components.config import PlatformConfig, parse_platform_config
+from gke_tpu_priority.components.config.priorities import MAX_USER_PRIORITY, HotswapMode, PriorityTier
+from gke_tpu_priority.components.kube.immutable import replacement_options
+from gke_tpu_priority.components.kube.objects import KubernetesObject, inherited_depends_on
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION
 
 TYPE_TOKEN = "gke-tpu-priority:index:PriorityTiers"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"

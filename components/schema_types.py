@@ -637,7 +637,7 @@ class TpuJobSetSpec(TypedDict):
     args: NotRequired[list[str]]
     """Container arguments."""
     env: NotRequired[dict[str, str]]
-    """Environment variables. JOBSET_NAME and POD_NAMESPACE are set from the downward API unless given here (`hotswap mark-checkpoint` reads them)."""
+    """Environment variables. JOBSET_NAME and POD_NAMESPACE are set from the downward API unless given here (`kubectl-hotswap mark-checkpoint` reads them)."""
     max_restarts: NotRequired[int]
     """JobSet restarts for application failures (infra ones don't count)."""
     termination_grace_seconds: NotRequired[int]

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from e2e.rest import RestClient
-from policies.rules.base import parse_quantity
+from gke_tpu_priority.policies.rules.base import parse_quantity
 
 JsonObj = dict[str, Any]
 FIELD_MANAGER = "gke-tpu-priority-e2e"

@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-from components.config import parse_platform_config
-from components.kueue import CONTROLLERS_PRIORITY_CLASS
 from e2e import report, toolchain
 from e2e.apply import apply_all
 from e2e.charts import chart_objects
@@ -27,6 +25,8 @@ from e2e.cluster import LocalCluster
 from e2e.controllers import SERVING_CERTS, LocalManager, manager_spec
 from e2e.kubectl import Kubectl, KubectlError
 from e2e.rest import RestClient
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.kueue import CONTROLLERS_PRIORITY_CLASS
 from tests.conftest import stack_run
 from tools import upstream
 from tools.manifests import kubernetes_objects

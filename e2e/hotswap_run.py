@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from components.workloads.jobset import HOTSWAP_DOMAIN
 from e2e import faults
 from e2e.cluster import LocalCluster
 from e2e.hotswap_scenario import (
@@ -42,6 +41,7 @@ from e2e.hotswap_scenario import (
 from e2e.kubectl import Kubectl
 from e2e.processes import Process, free_port, http_ok, wait_for
 from e2e.rest import RestClient
+from gke_tpu_priority.components.workloads.jobset import HOTSWAP_DOMAIN
 
 JsonObj = dict[str, Any]
 JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"
@@ -163,8 +163,8 @@ class Reconciler:
         self.process = Process(
             f"hotswap-{name}",
             [
-                sys.executable, "-m", "hotswap", "run", f"--config={path}", f"--kubeconfig={kubeconfig}",
-                f"--identity={name}", "--bind-address=127.0.0.1",
+                sys.executable, "-m", "gke_tpu_priority.hotswap", "run", f"--config={path}",
+                f"--kubeconfig={kubeconfig}", f"--identity={name}", "--bind-address=127.0.0.1",
             ],
             cluster.directory / "logs",
             env=RECONCILER_OVERRIDES,

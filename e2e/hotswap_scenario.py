@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 
 JsonObj = dict[str, Any]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.cluster.node_pools import SYSTEM_LABEL
-from components.tpu_shapes import (
+from gke_tpu_priority.components.cluster.node_pools import SYSTEM_LABEL
+from gke_tpu_priority.components.tpu_shapes import (
     ACCELERATOR,
     ACCELERATOR_LABEL,
     HOSTNAME_LABEL,

@@ -185,8 +185,8 @@ class ReconcilerBacker:
         process = Process(
             name,
             [
-                sys.executable, "-m", "hotswap", "run", f"--config={path}", f"--kubeconfig={kubeconfig}",
-                f"--identity={name}", "--bind-address=127.0.0.1",
+                sys.executable, "-m", "gke_tpu_priority.hotswap", "run", f"--config={path}",
+                f"--kubeconfig={kubeconfig}", f"--identity={name}", "--bind-address=127.0.0.1",
             ],
             self.cluster.directory / "logs",
         )  # fmt: skip

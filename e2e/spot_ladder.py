@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from components.config.tpu import CAPACITY_LABEL
 from e2e.apply import apply_all, delete_all
 from e2e.conftest import Target
+from gke_tpu_priority.components.config.tpu import CAPACITY_LABEL
 
 JsonObj = dict[str, Any]
 KUEUE = "kueue.x-k8s.io/v1beta2"

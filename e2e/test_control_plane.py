@@ -6,10 +6,16 @@ import json
 import time
 from typing import Any
 
-from components.tpu_shapes import ACCELERATOR_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, TPU_TAINT_KEY
 from e2e import report, toolchain
 from e2e.conftest import Target
 from e2e.nodes import default_fleet
+from gke_tpu_priority.components.tpu_shapes import (
+    ACCELERATOR_LABEL,
+    NODEPOOL_LABEL,
+    TOPOLOGY_LABEL,
+    TPU_RESOURCE,
+    TPU_TAINT_KEY,
+)
 
 
 def _ready(node: dict[str, Any]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from components.config import parse_platform_config
+from gke_tpu_priority.components.config import parse_platform_config
 from tests.test_examples import readme_command, typescript_settings
 from tools.mock_runtime import PROJECT_ROOT
 from tools.schema_check import check_component, load_schema

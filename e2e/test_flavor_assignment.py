@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 from e2e import report
 from e2e.conftest import Controllers, Target
 from e2e.spot_ladder import QUEUE, SpotLadder, applied
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 
 JsonObj = dict[str, Any]
 KUEUE = "kueue.x-k8s.io/v1beta2"

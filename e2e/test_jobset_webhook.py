@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from components import tpu_shapes
 from e2e import report
 from e2e.conftest import Controllers, Target
+from gke_tpu_priority.components import tpu_shapes
 from tests.test_admission_rules import MAX_SLICES, longest_name, workload
 
 JsonObj = dict[str, Any]

@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 
-from components.config.priorities import default_tiers as package_default_tiers
-from components.tpu_shapes import ACCELERATOR, ACCELERATOR_LABEL, TOPOLOGY_LABEL
 from e2e import report, toolchain
 from e2e.cluster import LocalCluster
 from e2e.conftest import BUILD_DIR
@@ -31,6 +29,8 @@ from e2e.controllers import SERVING_CERTS, DirectoryLock
 from e2e.nodes import ZONE
 from e2e.process_node import LABEL, ManagerBacker, ProcessBackedNode, ReconcilerBacker
 from e2e.pulumi_engine import Engine, Outcome
+from gke_tpu_priority.components.config.priorities import default_tiers as package_default_tiers
+from gke_tpu_priority.components.tpu_shapes import ACCELERATOR, ACCELERATOR_LABEL, TOPOLOGY_LABEL
 
 JsonObj = dict[str, Any]
 RECONCILER_NAMESPACE = "hotswap-system"

@@ -75,8 +75,8 @@ class Replica:
         self.process = Process(
             f"hotswap-{name}",
             [
-                sys.executable, "-m", "hotswap", "run", f"--config={config_path}", f"--kubeconfig={kubeconfig}",
-                f"--identity={name}", "--bind-address=127.0.0.1",
+                sys.executable, "-m", "gke_tpu_priority.hotswap", "run", f"--config={config_path}",
+                f"--kubeconfig={kubeconfig}", f"--identity={name}", "--bind-address=127.0.0.1",
             ],
             cluster.directory / "logs",
         )  # fmt: skip

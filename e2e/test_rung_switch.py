@@ -22,19 +22,19 @@ from typing import Any
 
 import pytest
 
-from components.config.tpu import CAPACITY_LABEL
-from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 from e2e import report
 from e2e.conftest import Controllers, Target
 from e2e.spot_ladder import QUEUE, SpotLadder, applied
-from hotswap.annotations import AnnotationKeys
-from hotswap.kube.actuator import Actuator, Result
-from hotswap.kube.client import new_api_client
-from hotswap.kube.events import EventRecorder
-from hotswap.kube.ratelimit import TokenBucket
-from hotswap.kube.rung_pin import pin_patch
-from hotswap.metrics import Metrics
-from hotswap.planner.actions import ObjectRef, PinRung, Plan, StartRungSwitch
+from gke_tpu_priority.components.config.tpu import CAPACITY_LABEL
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.kube.actuator import Actuator, Result
+from gke_tpu_priority.hotswap.kube.client import new_api_client
+from gke_tpu_priority.hotswap.kube.events import EventRecorder
+from gke_tpu_priority.hotswap.kube.ratelimit import TokenBucket
+from gke_tpu_priority.hotswap.kube.rung_pin import pin_patch
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.planner.actions import ObjectRef, PinRung, Plan, StartRungSwitch
 
 JsonObj = dict[str, Any]
 WORKLOADS = "workloads.kueue.x-k8s.io"

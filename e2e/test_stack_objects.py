@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from components.config import parse_platform_config
 from e2e import report
 from e2e.apply import ApplyOutcome, apply_all, delete_all
 from e2e.charts import chart_objects
 from e2e.conftest import Controllers, Target, served_locally
-from policies.rules.base import CLUSTER_ANNOTATION
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.policies.rules.base import CLUSTER_ANNOTATION
 from tests.conftest import FLEET_STACKS, STACKS, stack_run
 from tools.fleet_preview import fleet_objects
 from tools.manifests import kubernetes_objects

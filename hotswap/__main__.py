@@ -1,10 +1,10 @@
-"""``python -m hotswap`` and the ``hotswap`` console script."""
+"""``python -m gke_tpu_priority.hotswap`` and the ``hotswap`` console script."""
 
 from __future__ import annotations
 
 import sys
 
-from hotswap.cli import main as cli_main
+from gke_tpu_priority.hotswap.cli import main as cli_main
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Which JobSet `hotswap mark-checkpoint` annotates: flags, else the pod's environment (no Kubernetes client
+"""Which JobSet `kubectl-hotswap mark-checkpoint` annotates: flags, else the pod's environment (no Kubernetes client
 imported, so the CLI can describe itself on an install without the `hotswap` extra)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Command line: ``hotswap run`` (the controller), ``hotswap release-all`` (uninstall cleanup), ``hotswap status``
-(what is held and why) and ``hotswap mark-checkpoint`` (training code publishing its last checkpoint)."""
+"""Command line: ``kubectl hotswap run`` (the controller), ``kubectl hotswap release-all`` (uninstall cleanup),
+``kubectl hotswap status`` (what is held and why) and ``kubectl-hotswap mark-checkpoint`` (training code publishing
+its last checkpoint)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from hotswap.annotations import AnnotationKeys, parse_time
-from hotswap.checkpoint_target import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, resolve_target
-from hotswap.cli_errors import explain
-from hotswap.config import ConfigError, HotswapConfig, load_config
-from hotswap.logs import setup_logging
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, parse_time
+from gke_tpu_priority.hotswap.checkpoint_target import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, resolve_target
+from gke_tpu_priority.hotswap.cli_errors import explain
+from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, load_config
+from gke_tpu_priority.hotswap.logs import setup_logging
 
 # The Kubernetes client, aiohttp and prometheus_client come with the `hotswap` extra, so every module that needs
 # them is imported inside the command that uses it: `hotswap --help` works on any install, and a missing extra is
@@ -56,7 +57,7 @@ credentials; 3 leadership lost (the Deployment restarts the pod).
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="hotswap",
+        prog="kubectl hotswap",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -140,11 +141,11 @@ def _load(args: argparse.Namespace) -> HotswapConfig:
 
 
 async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
-    from hotswap.controller import Controller, ExitCode
-    from hotswap.kube.client import new_api_client
-    from hotswap.kube.removal import release_if_removed
-    from hotswap.metrics import Metrics
-    from hotswap.server import OpsServer, make_app
+    from gke_tpu_priority.hotswap.controller import Controller, ExitCode
+    from gke_tpu_priority.hotswap.kube.client import new_api_client
+    from gke_tpu_priority.hotswap.kube.removal import release_if_removed
+    from gke_tpu_priority.hotswap.metrics import Metrics
+    from gke_tpu_priority.hotswap.server import OpsServer, make_app
 
     identity = args.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     api = await new_api_client(args.kubeconfig, args.context)
@@ -188,8 +189,8 @@ async def _run(args: argparse.Namespace, config: HotswapConfig) -> int:
 
 
 async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
-    from hotswap.kube.client import new_api_client
-    from hotswap.kube.release_all import release_all
+    from gke_tpu_priority.hotswap.kube.client import new_api_client
+    from gke_tpu_priority.hotswap.kube.release_all import release_all
 
     api = await new_api_client(args.kubeconfig, args.context)
     try:
@@ -216,9 +217,9 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
 
 
 async def _status(args: argparse.Namespace, config: HotswapConfig) -> int:
-    from hotswap.kube.client import new_api_client
-    from hotswap.kube.status import list_nodes, list_status_objects
-    from hotswap.status import held_rows, op_rows, quarantine_rows, render, render_json
+    from gke_tpu_priority.hotswap.kube.client import new_api_client
+    from gke_tpu_priority.hotswap.kube.status import list_nodes, list_status_objects
+    from gke_tpu_priority.hotswap.status import held_rows, op_rows, quarantine_rows, render, render_json
 
     api = await new_api_client(args.kubeconfig, args.context)
     try:
@@ -245,8 +246,8 @@ async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> i
     except CheckpointTargetError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    from hotswap.kube.checkpoint import mark_checkpoint
-    from hotswap.kube.client import new_api_client
+    from gke_tpu_priority.hotswap.kube.checkpoint import mark_checkpoint
+    from gke_tpu_priority.hotswap.kube.client import new_api_client
 
     api = await new_api_client(args.kubeconfig, args.context)
     try:
@@ -272,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         failure = explain(exc, args.command)
         log.debug("command failed", exc_info=True)
-        print(f"hotswap {args.command}: {failure.message}", file=sys.stderr)
+        print(f"kubectl hotswap {args.command}: {failure.message}", file=sys.stderr)
         return failure.exit_code
 
 

@@ -1,6 +1,6 @@
 """Turn what can go wrong when a CLI command talks to a cluster into one sentence and an exit code.
 
-An operator runs `hotswap release-all` in the worst hour of an incident or an uninstall; a traceback there
+An operator runs `kubectl hotswap release-all` in the worst hour of an incident or an uninstall; a traceback there
 hides the one fact that matters (no credentials, wrong context, API unreachable, RBAC, Kueue not installed).
 The Kubernetes client libraries are optional (the `hotswap` extra), so their exception types are matched
 without importing them.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hotswap.kube.access import ClusterAccessError
+from gke_tpu_priority.hotswap.kube.access import ClusterAccessError
 
 EXTRA_HINT = "pip install 'gke-tpu-priority[hotswap]'"
 # Modules only the `hotswap` extra installs.
@@ -40,8 +40,8 @@ def explain(exc: BaseException, command: str) -> Failure:
     """What to tell the operator about ``exc``, raised while running ``hotswap <command>``."""
     if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in EXTRA_MODULES:
         return Failure(
-            f"`hotswap {command}` needs the reconciler's Kubernetes client, which this install lacks "
-            f"(no module {exc.name!r}): {EXTRA_HINT}",
+            f"`kubectl hotswap {command}` needs the reconciler's Kubernetes client, which this install "
+            f"lacks (no module {exc.name!r}): {EXTRA_HINT}",
             USAGE,
         )
     if isinstance(exc, ClusterAccessError):

@@ -24,17 +24,17 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from hotswap.annotations import AnnotationKeys, OpRecord, parse_time
-from hotswap.config import HotswapConfig
-from hotswap.gctuning import collection_deferred, freeze_long_lived
-from hotswap.kube.actuator import Actuator, LeadershipLost, Outcome, Result
-from hotswap.kube.backoff import Backoff
-from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.events import EventRecorder
-from hotswap.kube.informer import Informer
-from hotswap.kube.leader import LeaderElector, LeaseSettings
-from hotswap.kube.ratelimit import TokenBucket
-from hotswap.kube.resources import (
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, OpRecord, parse_time
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.gctuning import collection_deferred, freeze_long_lived
+from gke_tpu_priority.hotswap.kube.actuator import Actuator, LeadershipLost, Outcome, Result
+from gke_tpu_priority.hotswap.kube.backoff import Backoff
+from gke_tpu_priority.hotswap.kube.client import REQUEST_TIMEOUT
+from gke_tpu_priority.hotswap.kube.events import EventRecorder
+from gke_tpu_priority.hotswap.kube.informer import Informer
+from gke_tpu_priority.hotswap.kube.leader import LeaderElector, LeaseSettings
+from gke_tpu_priority.hotswap.kube.ratelimit import TokenBucket
+from gke_tpu_priority.hotswap.kube.resources import (
     CLUSTER_QUEUES,
     JOBSETS,
     NODES,
@@ -46,12 +46,12 @@ from hotswap.kube.resources import (
     WORKLOADS,
     ResourceKind,
 )
-from hotswap.kube.snapshot import JsonObj, SnapshotBuilder, trimmed
-from hotswap.metrics import Metrics
-from hotswap.model import ClusterSnapshot
-from hotswap.planner import plan as make_plan
-from hotswap.planner.actions import ClearOp, EventReason, Plan, ReleaseVictim
-from hotswap.planner.backstop import backstop_plan
+from gke_tpu_priority.hotswap.kube.snapshot import JsonObj, SnapshotBuilder, trimmed
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.model import ClusterSnapshot
+from gke_tpu_priority.hotswap.planner import plan as make_plan
+from gke_tpu_priority.hotswap.planner.actions import ClearOp, EventReason, Plan, ReleaseVictim
+from gke_tpu_priority.hotswap.planner.backstop import backstop_plan
 
 log = logging.getLogger(__name__)
 

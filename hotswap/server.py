@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.metrics import Metrics
 
 
 def make_app(metrics: Metrics, *, alive: Callable[[], bool], ready: Callable[[], bool]) -> web.Application:

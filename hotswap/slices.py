@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 
-from hotswap.model import ConditionStatus, Node, SliceShape, TaintEffect
+from gke_tpu_priority.hotswap.model import ConditionStatus, Node, SliceShape, TaintEffect
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

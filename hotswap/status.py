@@ -1,4 +1,4 @@
-"""`hotswap status`: what the reconciler holds, for whom, since when and why, read from the cluster's state.
+"""`kubectl hotswap status`: what the reconciler holds, for whom, since when and why, read from the cluster's state.
 
 Everything the reconciler knows it keeps in annotations (held victims: held-by, op-id, held-since, hold-count;
 preemptors: their open operation), and it explains each hold in an Event. This module only reads those: pure
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, parse_time
+from gke_tpu_priority.hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, parse_time
 
 JsonObj = Mapping[str, Any]
 HELD_REASON = "HotswapVictimHeld"

@@ -1,4 +1,4 @@
-"""Front end 2: ``python -m policies.check PATH...`` checks Kubernetes YAML against the rule set, for team CI.
+"""Front end 2: ``gke-tpu-priority-check PATH...`` checks Kubernetes YAML against the rule set, for team CI.
 
 Give it the platform's objects (``build/<stack>/manifests.yaml`` from ``make preview``, or a copy) with
 ``--platform`` and the team's workloads as PATHs: rules that need the whole picture (declared queues, tiers and
@@ -248,7 +248,7 @@ def _checked(run: Callable[[], list[T]], what: str) -> list[T]:
 
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m policies.check",
+        prog="gke-tpu-priority-check",
         description=(
             "Check Kubernetes YAML against the gke-tpu-priority conventions (the rules of the policy pack and of "
             "the in-cluster admission policy). Give the platform's objects (build/<stack>/manifests.yaml) with "

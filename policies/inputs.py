@@ -1,4 +1,4 @@
-"""Reading what ``python -m policies.check`` is given: files, directories and stdin, as untrusted input.
+"""Reading what ``gke-tpu-priority-check`` is given: files, directories and stdin, as untrusted input.
 
 Whatever arrives, the result is either Kubernetes objects of the shape the rules read, or an :class:`InputError`
 naming the file (and document) and what is wrong; never a traceback, and never unbounded time or memory:

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from components import tpu_shapes
-from components.admission import admission_objects
-from components.config import ConfigError, parse_platform_config
-from components.config.resolved import effective_local_queues
-from components.workloads import TpuJobSetSpec, tpu_jobset
-from policies.admission import POLICY_KINDS, POLICY_NAME, SYSTEM_NAMESPACES
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.admission import admission_objects
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.config.resolved import effective_local_queues
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.policies.admission import POLICY_KINDS, POLICY_NAME, SYSTEM_NAMESPACES
 from tests.conftest import STACKS, stack_run
 from tests.platform_builders import platform, stack_config
 from tests.policies.admission_cel import evaluate

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from components import tpu_shapes
-from components.fleet.credentials import token_kubeconfig
-from components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.fleet.credentials import token_kubeconfig
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from tests.conftest import FLEET_STACKS, STACKS, stack_run
 from tests.support import admission_rules as ar
 from tests.support.crd_validation import assert_valid
@@ -622,10 +622,17 @@ def test_kueue_rules_match_the_pinned_webhook_source() -> None:
 def test_reconciler_workload_writes_pass_the_workload_webhook_and_schema() -> None:
     from datetime import UTC, datetime
 
-    from hotswap.annotations import AnnotationKeys, OpRecord
-    from hotswap.config import HotswapConfig
-    from hotswap.kube.actuator import WorkloadChecks
-    from hotswap.planner.actions import ClearOp, HoldVictim, ObjectRef, RecordOp, ReleaseReason, ReleaseVictim
+    from gke_tpu_priority.hotswap.annotations import AnnotationKeys, OpRecord
+    from gke_tpu_priority.hotswap.config import HotswapConfig
+    from gke_tpu_priority.hotswap.kube.actuator import WorkloadChecks
+    from gke_tpu_priority.hotswap.planner.actions import (
+        ClearOp,
+        HoldVictim,
+        ObjectRef,
+        RecordOp,
+        ReleaseReason,
+        ReleaseVictim,
+    )
     from tests.fakes.apiserver import merge_patch
     from tests.hotswap_io import cluster
     from tests.support.crd_validation import validate

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from components.config import tpu as pools
-from components.workloads.jobset import not_on_spot_affinity
-from hotswap import slices
-from hotswap.kube.snapshot import node_from
-from policies.rules import admission_checks, spot_tiers, tpu_workloads
+from gke_tpu_priority.components.config import tpu as pools
+from gke_tpu_priority.components.workloads.jobset import not_on_spot_affinity
+from gke_tpu_priority.hotswap import slices
+from gke_tpu_priority.hotswap.kube.snapshot import node_from
+from gke_tpu_priority.policies.rules import admission_checks, spot_tiers, tpu_workloads
 from tests.conftest import stack_run
 
 CAPACITIES: list[dict[str, Any]] = [

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import ConfigError, parse_platform_config
-from components.kueue import chart_location, jobset_values, kueue_values
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.kueue import chart_location, jobset_values, kueue_values
 from tests.platform_builders import platform, tpu_pool
 
 MIRROR = "mirror.example.com:5000"

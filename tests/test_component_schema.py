@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pulumi.provider.experimental.component import ComponentProvider
 
-from components.provider import PACKAGE_NAME, hosted_components
+from gke_tpu_priority.components.provider import PACKAGE_NAME, hosted_components
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def test_every_component_is_served_under_its_class_name(schema: dict[str, Any]) 
     tokens = set(schema["resources"])
     assert tokens == {f"{PACKAGE_NAME}:index:{c.__name__}" for c in hosted_components()}
     for component in hosted_components():
-        assert getattr(component, "__module__", "").startswith("components.")
+        assert getattr(component, "__module__", "").startswith("gke_tpu_priority.components.")
 
 
 def test_platform_config_is_one_object_input(schema: dict[str, Any]) -> None:
@@ -75,3 +75,27 @@ def test_plugin_requirements_are_the_package_runtime_dependencies() -> None:
     lines = (root / "components" / "requirements.txt").read_text().splitlines()
     plugin = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     assert sorted(plugin) == sorted(declared)
+
+
+def test_the_plugin_entry_point_runs_the_checkout_without_the_package_installed(tmp_path: Any) -> None:
+    """The host runs `python components/` in a virtualenv of components/requirements.txt only: our package is not
+    installed there, and the folder it puts on sys.path holds a platform.py beside the standard library's."""
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    # -S: no site initialisation, so neither the editable install's import hook nor its .pth file is active.
+    run = subprocess.run(
+        [sys.executable, "-S", str(root / "components")],
+        cwd=tmp_path,
+        env={"PYTHONPATH": sysconfig.get_paths()["purelib"], "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # Past every import, the provider host asks for the engine's address the Pulumi CLI passes it.
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert "the following arguments are required: engine" in run.stderr

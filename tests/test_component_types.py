@@ -11,10 +11,10 @@ import pytest
 from pulumi.provider.experimental.component import ComponentProvider
 from pydantic import BaseModel
 
-from components import tpu_shapes
-from components.config import ConfigError, PlatformConfig, parse_platform_config
-from components.provider import PACKAGE_NAME, hosted_components
-from components.workloads.jobset import TpuJobSetSpec
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config import ConfigError, PlatformConfig, parse_platform_config
+from gke_tpu_priority.components.provider import PACKAGE_NAME, hosted_components
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec
 from tests.platform_builders import platform, stack_config, tpu_pool
 from tools import component_types
 from tools.mock_runtime import run_program
@@ -130,7 +130,7 @@ def test_an_output_is_validated_once_known_with_the_models_message(tmp_path: Pat
         tmp_path,
         """
         import pulumi
-        from components.platform import TpuPlatform
+        from gke_tpu_priority.components.platform import TpuPlatform
 
         config = pulumi.Config("gke-tpu-priority").require_object("platform")
         project = pulumi.Output.from_input(config["project"]).apply(lambda p: p)  # as if from another resource

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components import tpu_shapes
-from components.config import CapacityMode, ConfigError, parse_platform_config
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config import CapacityMode, ConfigError, parse_platform_config
 from tests.platform_builders import platform, tpu_pool
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from components.provider import hosted_components
+from gke_tpu_priority.components.provider import hosted_components
 from tools.mock_runtime import PROJECT_ROOT
 
 DOCS = ("docs/architecture.md", "docs/components.md", "docs/operations.md", "docs/upgrading.md")

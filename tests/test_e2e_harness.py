@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from components.tpu_shapes import ACCELERATOR_LABEL, NODEPOOL_LABEL, TPU_RESOURCE
 from e2e import pulumi_engine, toolchain
 from e2e.apply import differences
 from e2e.controllers import DirectoryLock, manager_spec
 from e2e.egress import EgressProxy
 from e2e.nodes import KWOK_ANNOTATION, default_fleet, fleet_nodes, shape
 from e2e.pki import make_pki
+from gke_tpu_priority.components.tpu_shapes import ACCELERATOR_LABEL, NODEPOOL_LABEL, TPU_RESOURCE
 
 UPSTREAM_MODULE = {
     "etcd": "go.etcd.io/etcd/server/v3",

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import parse_platform_config
 from e2e import toolchain
+from gke_tpu_priority.components.config import parse_platform_config
 from tests.support.admission_rules import multikueue_problems, problems_in
 from tools import node_program
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects

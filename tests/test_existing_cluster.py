@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
 from tests.conftest import stack_run
 from tests.platform_builders import platform, stack_config, tpu_pool
 from tools import preview

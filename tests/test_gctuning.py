@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from hotswap.gctuning import collection_deferred, freeze_long_lived
+from gke_tpu_priority.hotswap.gctuning import collection_deferred, freeze_long_lived
 
 
 def test_collection_is_deferred_to_the_end_of_the_block_then_young_generations_are_collected() -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.config import ConfigError, parse_platform_config
-from components.config.cluster import KubernetesAuth, gke_version_at_least
-from components.config.maintenance import (
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.config.cluster import KubernetesAuth, gke_version_at_least
+from gke_tpu_priority.components.config.maintenance import (
     MIN_CONTIGUOUS,
     ROLLING_WINDOW,
     WEEKDAYS,
@@ -20,7 +20,7 @@ from components.config.maintenance import (
     parse_rule,
     worst_availability,
 )
-from policies.rules import evaluate_resources
+from gke_tpu_priority.policies.rules import evaluate_resources
 from tests.conftest import STACKS
 from tests.platform_builders import platform, stack_config, tpu_pool
 from tools.mock_runtime import load_stack_config, run_program

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import parse_platform_config
-from components.kube.immutable import CHART_KINDS, IMMUTABLE, NOT_RENDERED, immutable_paths, type_token
-from components.kueue import jobset_values, kueue_values
-from components.workloads import tpu_jobset
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.kube.immutable import CHART_KINDS, IMMUTABLE, NOT_RENDERED, immutable_paths, type_token
+from gke_tpu_priority.components.kueue import jobset_values, kueue_values
+from gke_tpu_priority.components.workloads import tpu_jobset
 from tests.conftest import ALL_STACKS, stack_run
 from tests.platform_builders import platform, stack_config
 from tests.support.upstream_data import (
@@ -89,7 +89,7 @@ def test_a_tpu_jobset_component_replaces_on_its_replicated_jobs(tmp_path: Path) 
     (tmp_path / "__main__.py").write_text(
         textwrap.dedent(
             """
-            from components.workloads import TpuJobSet
+            from gke_tpu_priority.components.workloads import TpuJobSet
             from tests.test_workloads import spec
 
             TpuJobSet("train", {"jobset": spec().model_dump(by_alias=True, exclude_none=True)})

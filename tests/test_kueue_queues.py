@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import ConfigError, parse_platform_config
-from components.kueue import jobset_values, kueue_values
-from components.kueue.manager_config import kueue_manager_config
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.kueue import jobset_values, kueue_values
+from gke_tpu_priority.components.kueue.manager_config import kueue_manager_config
 from tests.conftest import STACKS, stack_run
 from tests.platform_builders import platform, tpu_pool
 from tests.support.crd_validation import validate_manifest
@@ -75,8 +75,8 @@ def test_reconciler_mode_leaves_preemption_to_the_reconciler() -> None:
 
 
 def test_scheduler_assisted_mode_lets_preempting_tiers_preempt() -> None:
-    from components.config.priorities import HotswapMode
-    from components.priorities import priority_class
+    from gke_tpu_priority.components.config.priorities import HotswapMode
+    from gke_tpu_priority.components.priorities import priority_class
 
     config = parse_platform_config(platform(hotswap={"mode": "scheduler-assisted"}))
     policies = {
@@ -334,7 +334,7 @@ def test_controllers_run_above_every_tier_with_a_class_gke_admits_outside_kube_s
 def test_cluster_queues_reclaim_within_cohort_only_from_lower_priority_by_default() -> None:
     """Issue 11.5: with `Any`, Kueue evicts borrowing workloads of the cohort irrespective of priority, so a victim
     the hotswap reconciler releases could evict the high-priority JobSet it was held for."""
-    from components.config.queues import ClusterQueueSpec, ReclaimWithinCohort
+    from gke_tpu_priority.components.config.queues import ClusterQueueSpec, ReclaimWithinCohort
 
     spec = ClusterQueueSpec.model_validate(
         {"name": "a", "namespaces": ["ml"], "quotas": [{"flavor": "v6e", "chips": 8}]}

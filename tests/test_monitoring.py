@@ -11,9 +11,9 @@ from typing import Any
 import promql_parser
 import pytest
 
-from components.config import parse_platform_config
-from components.reconciler import monitoring
-from hotswap.metrics import Metrics
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.reconciler import monitoring
+from gke_tpu_priority.hotswap.metrics import Metrics
 from tests.conftest import stack_run
 from tests.platform_builders import platform
 from tools.manifests import kubernetes_objects

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import ConfigError, parse_platform_config
-from components.config.fleet import parse_fleet_config
-from components.config.partial import PARTIAL, independent
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.config.fleet import parse_fleet_config
+from gke_tpu_priority.components.config.partial import PARTIAL, independent
 from tools import preview
 from tools.mock_runtime import load_stack_config
 

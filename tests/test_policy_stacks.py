@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.rules import evaluate_resources
+from gke_tpu_priority.policies.rules import evaluate_resources
 from tests.conftest import STACKS
 from tools import preview
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
+from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
 from tests.conftest import CREATED_CLUSTER_STACKS, FLEET_STACKS, STACKS
 from tests.test_fleet import fleet_cluster_objects
 from tools import mock_runtime, preview

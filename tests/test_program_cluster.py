@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from components import tpu_shapes
+from gke_tpu_priority.components import tpu_shapes
 from tests.conftest import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tests.platform_builders import platform, stack_config, tpu_pool
 from tools.manifests import unwrap_secrets

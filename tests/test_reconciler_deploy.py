@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import ConfigError, parse_platform_config
-from components.reconciler import objects
-from hotswap.config import HotswapConfig
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.reconciler import objects
+from gke_tpu_priority.hotswap.config import HotswapConfig
 from tests.conftest import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tests.platform_builders import platform
 from tools.manifests import kubernetes_objects

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from components.reconciler import image as stack_image
+from gke_tpu_priority.components.reconciler import image as stack_image
 from tools import reconciler_image as tool
 from tools.mock_runtime import PROJECT_ROOT, run_program
 
@@ -51,7 +51,7 @@ def test_the_image_runs_as_a_fixed_non_root_user() -> None:
     final = lines[max(i for i, line in enumerate(lines) if line.startswith("FROM ")) :]
     users = [line for line in final if line.startswith("USER ")]
     assert users == ["USER 65532:65532"]
-    assert final[-2:] == ['ENTRYPOINT ["python", "-m", "hotswap"]', 'CMD ["run"]']
+    assert final[-2:] == ['ENTRYPOINT ["python", "-m", "gke_tpu_priority.hotswap"]', 'CMD ["run"]']
 
 
 def test_the_lock_pins_every_requirement_of_the_hotswap_extra_with_hashes() -> None:

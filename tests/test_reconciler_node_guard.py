@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.config import parse_platform_config
-from components.reconciler.node_guard import POLICY, node_guard_binding, node_guard_policy
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.reconciler.node_guard import POLICY, node_guard_binding, node_guard_policy
 from tests.conftest import stack_run
 from tests.platform_builders import platform
 from tests.policies.admission_cel import evaluate
@@ -80,6 +80,6 @@ def test_it_follows_the_setting() -> None:
 
 
 def _rules(config: Any) -> list[dict[str, Any]]:
-    from components.reconciler import objects
+    from gke_tpu_priority.components.reconciler import objects
 
     return list(objects.cluster_role(config)["rules"])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components.config import parse_platform_config
-from components.reconciler.objects import deployment
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.reconciler.objects import deployment
 from tests.platform_builders import platform, tpu_pool
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.config import parse_platform_config
-from components.reconciler.state_guard import POLICY, state_guard_binding, state_guard_policy
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.reconciler.state_guard import POLICY, state_guard_binding, state_guard_policy
 from tests.conftest import stack_run
 from tests.platform_builders import platform
 from tests.policies.admission_cel import evaluate

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from components.admission import admission_objects
-from components.config import ConfigError, parse_platform_config
-from components.queues.team_access import TEAM_ROLE, team_cluster_role
-from components.reconciler.objects import reconciler_config
-from components.workloads import TpuJobSetSpec, tpu_jobset
-from policies.check import check_objects
-from policies.rules.base import manifest_object
-from policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
+from gke_tpu_priority.components.admission import admission_objects
+from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from gke_tpu_priority.components.queues.team_access import TEAM_ROLE, team_cluster_role
+from gke_tpu_priority.components.reconciler.objects import reconciler_config
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.policies.check import check_objects
+from gke_tpu_priority.policies.rules.base import manifest_object
+from gke_tpu_priority.policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
 from tests.conftest import stack_run
 from tests.platform_builders import platform
 from tests.policies.admission_cel import evaluate

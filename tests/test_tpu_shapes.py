@@ -1,6 +1,6 @@
 import pytest
 
-from components import tpu_shapes
+from gke_tpu_priority.components import tpu_shapes
 
 # The v6e table from GKE's TPU docs: topology, chips, VMs, machine type.
 EXPECTED = [

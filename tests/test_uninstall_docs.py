@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hotswap.cli import build_parser
+from gke_tpu_priority.hotswap.cli import build_parser
 from tools.mock_runtime import PROJECT_ROOT
 
 DOCS = ("README.md", "docs/operations.md", "docs/components.md", "docs/architecture.md", "examples/README.md")
@@ -49,12 +49,12 @@ def test_readme_and_cli_help_point_at_the_same_procedure() -> None:
 def test_operations_guide_shows_status_dashboards_and_one_incident() -> None:
     text = (PROJECT_ROOT / "docs/operations.md").read_text()
     for topic in (
-        "## What is held right now (`hotswap status`)",
+        "## What is held right now (`kubectl hotswap status`)",
         "## Dashboards and alerts",
         "## Following one incident",
     ):
         assert topic in text, topic
-    from components.reconciler.monitoring import ALERTS
+    from gke_tpu_priority.components.reconciler.monitoring import ALERTS
 
     guide = text.split("## Dashboards and alerts", 1)[1].split("\n## ", 1)[0]
     for name, *_ in ALERTS:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components import tpu_shapes
-from components.workloads import TpuJobSetSpec, tpu_jobset
-from components.workloads.__main__ import main as render_main
-from policies.rules import evaluate_resources
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.components.workloads.__main__ import main as render_main
+from gke_tpu_priority.policies.rules import evaluate_resources
 from tests.support.crd_validation import assert_valid
 
 

@@ -30,11 +30,11 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_camel, to_pascal
 from pydantic.fields import FieldInfo
 
-from components import tpu_shapes
-from components.config.fleet import FleetConfig
-from components.config.inputs import accepts_output
-from components.config.platform import PlatformConfig
-from components.workloads.jobset import TpuJobSetSpec
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config.fleet import FleetConfig
+from gke_tpu_priority.components.config.inputs import accepts_output
+from gke_tpu_priority.components.config.platform import PlatformConfig
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPES_MODULE = ROOT / "components" / "schema_types.py"
@@ -174,7 +174,7 @@ def _package_version() -> str:
 def current_schema() -> dict[str, Any]:
     from pulumi.provider.experimental.component import ComponentProvider
 
-    from components.provider import PACKAGE_NAME, hosted_components
+    from gke_tpu_priority.components.provider import PACKAGE_NAME, hosted_components
 
     raw: Any = ComponentProvider(hosted_components(), PACKAGE_NAME, None, _package_version()).schema
     schema: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else dict(raw)

@@ -11,9 +11,9 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-from components.config.fleet import DISPATCHER_NAMES, FleetConfig, check_groups
-from components.fleet.multikueue import manager_cluster_queues
-from policies.rules.base import CLUSTER_ANNOTATION
+from gke_tpu_priority.components.config.fleet import DISPATCHER_NAMES, FleetConfig, check_groups
+from gke_tpu_priority.components.fleet.multikueue import manager_cluster_queues
+from gke_tpu_priority.policies.rules.base import CLUSTER_ANNOTATION
 from tools.manifests import kubernetes_objects
 from tools.resources import SECRET_SIG, ProgramRun, RegisteredResource
 

@@ -30,7 +30,7 @@ from typing import Any
 import pulumi
 from pulumi.resource import ComponentResource
 
-from components.provider import PACKAGE_NAME, hosted_components
+from gke_tpu_priority.components.provider import PACKAGE_NAME, hosted_components
 from tools.mock_runtime import run_program
 from tools.resources import ProgramRun
 

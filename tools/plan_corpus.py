@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from hotswap.config import FastFailConfig, HotswapConfig, ReleaseOnPreemptorGone
-from hotswap.model import ClusterSnapshot
-from hotswap.planner import plan
+from gke_tpu_priority.hotswap.config import FastFailConfig, HotswapConfig, ReleaseOnPreemptorGone
+from gke_tpu_priority.hotswap.model import ClusterSnapshot
+from gke_tpu_priority.hotswap.planner import plan
 
 Case = tuple[str, ClusterSnapshot, datetime]
 
@@ -36,12 +36,12 @@ CONFIGS: dict[str, HotswapConfig] = {
 
 
 def _scaling_cases() -> Iterator[Case]:
-    from hotswap.sim.params import FailureKind
-    from hotswap.sim.policies.none import NonePolicy
-    from hotswap.sim.policies.reconciler import ReconcilerPolicy
-    from hotswap.sim.scaling import scaling_scenario
-    from hotswap.sim.simulator import Simulator
-    from hotswap.sim.snapshot import at
+    from gke_tpu_priority.hotswap.sim.params import FailureKind
+    from gke_tpu_priority.hotswap.sim.policies.none import NonePolicy
+    from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+    from gke_tpu_priority.hotswap.sim.scaling import scaling_scenario
+    from gke_tpu_priority.hotswap.sim.simulator import Simulator
+    from gke_tpu_priority.hotswap.sim.snapshot import at
 
     for slices, seed in ((32, 7), (64, 3), (256, 7), (1024, 7)):
         sim = Simulator(scaling_scenario(slices, seed), NonePolicy())
@@ -66,11 +66,11 @@ def _bench_cases() -> Iterator[Case]:
 
 
 def _sim_cases(scale: float) -> Iterator[Case]:
-    from hotswap.sim.params import Failures, Scenario
-    from hotswap.sim.policies.reconciler import ReconcilerPolicy
-    from hotswap.sim.scenarios import standard_scenarios
-    from hotswap.sim.simulator import Simulator
-    from hotswap.sim.snapshot import at
+    from gke_tpu_priority.hotswap.sim.params import Failures, Scenario
+    from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+    from gke_tpu_priority.hotswap.sim.scenarios import standard_scenarios
+    from gke_tpu_priority.hotswap.sim.simulator import Simulator
+    from gke_tpu_priority.hotswap.sim.snapshot import at
 
     class Recording(ReconcilerPolicy):
         """Each pass plans the snapshot it just built, at the current time: keep both."""

@@ -17,12 +17,12 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.cluster.node_pools import tpu_pool_specs
-from components.config import CONFIG_PATH, ConfigError, PlatformConfig, parse_platform_config
-from components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
-from components.config.resolved import effective_cluster_queues, effective_local_queues
-from components.priorities import preemption_policy
-from components.queues.provisioning import ladder_fungibility
+from gke_tpu_priority.components.cluster.node_pools import tpu_pool_specs
+from gke_tpu_priority.components.config import CONFIG_PATH, ConfigError, PlatformConfig, parse_platform_config
+from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
+from gke_tpu_priority.components.config.resolved import effective_cluster_queues, effective_local_queues
+from gke_tpu_priority.components.priorities import preemption_policy
+from gke_tpu_priority.components.queues.provisioning import ladder_fungibility
 from tools.manifests import helm_charts, kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, StackFileError, load_stack_config, run_program
 from tools.resources import ProgramRun

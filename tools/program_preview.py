@@ -24,7 +24,7 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.config import ConfigError
+from gke_tpu_priority.components.config import ConfigError
 from tools import node_program
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import StackFileError, load_stack_config, run_program

@@ -21,7 +21,7 @@ import pulumi
 import yaml
 from pulumi.resource import ComponentResource
 
-from components.provider import PACKAGE_NAME, hosted_components
+from gke_tpu_priority.components.provider import PACKAGE_NAME, hosted_components
 
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
 _WHOLE = re.compile(r"^\$\{([^}]+)\}$")

@@ -8,20 +8,20 @@ from typing import Any, TypedDict
 
 import pulumi
 
-from components import tpu_shapes
-from components.config import PlatformConfig, parse_platform_config
-from components.config.resolved import effective_local_queues
-from components.config.tenancy import namespace_entitlements, protecting_namespaces
-from components.kube.objects import KubernetesObject, inherited_depends_on
-from components.schema_types import PlatformConfig as PlatformSettings
-from policies.admission import (
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config import PlatformConfig, parse_platform_config
+from gke_tpu_priority.components.config.resolved import effective_local_queues
+from gke_tpu_priority.components.config.tenancy import namespace_entitlements, protecting_namespaces
+from gke_tpu_priority.components.kube.objects import KubernetesObject, inherited_depends_on
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.policies.admission import (
     POLICY_KINDS,
     SYSTEM_NAMESPACES,
     AdmissionSettings,
     validating_admission_policy,
     validating_admission_policy_binding,
 )
-from policies.rules.base import AdmissionContext
+from gke_tpu_priority.policies.rules.base import AdmissionContext
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuAdmissionPolicy"
 

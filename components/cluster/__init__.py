@@ -6,20 +6,20 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.cluster.firewall import build_webhook_firewall
-from components.cluster.identity import build_node_service_account
-from components.cluster.kubeconfig import exec_kubeconfig
-from components.cluster.network import build_network
-from components.cluster.node_pools import (
+from gke_tpu_priority.components.cluster.firewall import build_webhook_firewall
+from gke_tpu_priority.components.cluster.identity import build_node_service_account
+from gke_tpu_priority.components.cluster.kubeconfig import exec_kubeconfig
+from gke_tpu_priority.components.cluster.network import build_network
+from gke_tpu_priority.components.cluster.node_pools import (
     PoolContext,
     bootstrap_node_config,
     build_system_pool,
     build_tpu_pool,
     tpu_pool_specs,
 )
-from components.cluster.settings import control_plane_args, maintenance_args, observability_args
-from components.config import ControlPlaneAccess, parse_platform_config
-from components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.components.cluster.settings import control_plane_args, maintenance_args, observability_args
+from gke_tpu_priority.components.config import ControlPlaneAccess, parse_platform_config
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuCluster"
 

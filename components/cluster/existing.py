@@ -12,8 +12,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.cluster.kubeconfig import exec_kubeconfig
-from components.config import PlatformConfig
+from gke_tpu_priority.components.cluster.kubeconfig import exec_kubeconfig
+from gke_tpu_priority.components.config import PlatformConfig
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from components.cluster.network import NetworkRefs
-from components.cluster.node_pools import system_node_tag
-from components.config import ControlPlaneAccess, NetworkMode, PlatformConfig
-from components.kueue.manager_config import kueue_manager_config
+from gke_tpu_priority.components.cluster.network import NetworkRefs
+from gke_tpu_priority.components.cluster.node_pools import system_node_tag
+from gke_tpu_priority.components.config import ControlPlaneAccess, NetworkMode, PlatformConfig
+from gke_tpu_priority.components.kueue.manager_config import kueue_manager_config
 
 # Kueue's visibility server: the chart's `visibility-server` Service targets this port (manager.yaml containerPort
 # `visibility`); Kueue's Configuration has no setting for it.

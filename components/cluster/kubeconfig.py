@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from components.config.cluster import KubernetesAuth
+from gke_tpu_priority.components.config.cluster import KubernetesAuth
 
 AUTH_PLUGIN = "gke-gcloud-auth-plugin"
 # Without this flag the plugin uses the active gcloud account, which a CI runner with only Application Default

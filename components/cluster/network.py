@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.config import NetworkMode, PlatformConfig
+from gke_tpu_priority.components.config import NetworkMode, PlatformConfig
 
 
 @dataclass(frozen=True)

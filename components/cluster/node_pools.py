@@ -9,10 +9,10 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components import tpu_shapes
-from components.config import CapacityMode, PlatformConfig, TpuPoolGroup
-from components.config.platform import SYSTEM_POOL_NAME
-from components.config.tpu import CAPACITY_LABEL
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config import CapacityMode, PlatformConfig, TpuPoolGroup
+from gke_tpu_priority.components.config.platform import SYSTEM_POOL_NAME
+from gke_tpu_priority.components.config.tpu import CAPACITY_LABEL
 
 LABEL_PREFIX = "gke-tpu-priority.io"
 POOL_GROUP_LABEL = f"{LABEL_PREFIX}/pool-group"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.config import ControlPlaneAccess, PlatformConfig
+from gke_tpu_priority.components.config import ControlPlaneAccess, PlatformConfig
 
 
 def control_plane_args(config: PlatformConfig) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Validated per-stack configuration (pydantic v2)."""
 
-from components.config.cluster import (
+from gke_tpu_priority.components.config.cluster import (
     AuthorizedNetwork,
     ClusterSettings,
     ControlPlaneAccess,
@@ -11,9 +11,9 @@ from components.config.cluster import (
     ReleaseChannel,
     SystemPool,
 )
-from components.config.errors import ConfigError
-from components.config.platform import CONFIG_KEY, CONFIG_PATH, PlatformConfig, parse_platform_config
-from components.config.tpu import Capacity, CapacityMode, Reservation, Taint, TpuPoolGroup
+from gke_tpu_priority.components.config.errors import ConfigError
+from gke_tpu_priority.components.config.platform import CONFIG_KEY, CONFIG_PATH, PlatformConfig, parse_platform_config
+from gke_tpu_priority.components.config.tpu import Capacity, CapacityMode, Reservation, Taint, TpuPoolGroup
 
 __all__ = [
     "CONFIG_KEY",

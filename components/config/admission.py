@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from components.config.base import ConfigModel
+from gke_tpu_priority.components.config.base import ConfigModel
 
 
 class AdmissionPolicySettings(ConfigModel):

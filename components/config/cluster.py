@@ -11,10 +11,10 @@ import pulumi
 from pydantic import Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components import tpu_shapes
-from components.config.base import ConfigModel, problems_error
-from components.config.inputs import InputStr
-from components.config.maintenance import availability_problem, parse_rfc3339
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components.config.inputs import InputStr
+from gke_tpu_priority.components.config.maintenance import availability_problem, parse_rfc3339
 
 _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 # GKE versions features of this package need (GKE docs of each feature).

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
-from components.config.spelling import models_in
+from gke_tpu_priority.components.config.spelling import models_in
 
 _VALUE_ERROR_PREFIX = "Value error, "
 

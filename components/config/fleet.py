@@ -15,16 +15,16 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from components.config.base import ConfigModel, problems_error
-from components.config.cluster import ClusterMode, KubernetesAuth, ReleaseChannel
-from components.config.errors import ConfigError, format_validation_error
-from components.config.kueue import JobSetSettings, KueueSettings
-from components.config.partial import error_places, independent, skipped_checks
-from components.config.platform import PlatformConfig
-from components.config.priorities import NAME_PATTERN
-from components.config.queues import ClusterQueueSpec
-from components.config.resolved import effective_cluster_queues, effective_local_queues
-from components.config.spelling import camel_case_keys
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components.config.cluster import ClusterMode, KubernetesAuth, ReleaseChannel
+from gke_tpu_priority.components.config.errors import ConfigError, format_validation_error
+from gke_tpu_priority.components.config.kueue import JobSetSettings, KueueSettings
+from gke_tpu_priority.components.config.partial import error_places, independent, skipped_checks
+from gke_tpu_priority.components.config.platform import PlatformConfig
+from gke_tpu_priority.components.config.priorities import NAME_PATTERN
+from gke_tpu_priority.components.config.queues import ClusterQueueSpec
+from gke_tpu_priority.components.config.resolved import effective_cluster_queues, effective_local_queues
+from gke_tpu_priority.components.config.spelling import camel_case_keys
 
 FLEET_CONFIG_KEY = "fleet"
 FLEET_CONFIG_PATH = f"gke-tpu-priority:{FLEET_CONFIG_KEY}"
@@ -357,7 +357,7 @@ class FleetConfig(ConfigModel):
 
 
 def _queue_shape(p: PlatformConfig) -> list[tuple[str, str, str]]:
-    from components.queues.objects import namespace_selector
+    from gke_tpu_priority.components.queues.objects import namespace_selector
 
     return sorted(
         (cq.name, str(cq.cohort), repr(namespace_selector(cq))) for cq in effective_cluster_queues(p.queues, p.flavors)

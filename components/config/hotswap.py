@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from components.config.base import ConfigModel, problems_error
-from components.config.errors import format_validation_error
-from components.config.priorities import HotswapMode
-from components.config.spelling import camel_case_keys
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components.config.errors import format_validation_error
+from gke_tpu_priority.components.config.priorities import HotswapMode
+from gke_tpu_priority.components.config.spelling import camel_case_keys
 
 # Keys the package derives from the rest of the stack; setting them in `settings` would contradict it.
 DERIVED_SETTINGS = {
@@ -81,7 +81,7 @@ class HotswapSettings(ConfigModel):
     def _settings_are_valid(self) -> HotswapSettings:
         from pydantic import ValidationError
 
-        from hotswap.config import HotswapConfig
+        from gke_tpu_priority.hotswap.config import HotswapConfig
 
         problems = [f".settings.{key}: {why}" for key, why in DERIVED_SETTINGS.items() if key in self.settings]
         if "mode" in self.settings:

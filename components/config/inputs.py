@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pulumi
 from pydantic import ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator
 
-from components.config.errors import describe
+from gke_tpu_priority.components.config.errors import describe
 
 
 class AcceptsOutput:

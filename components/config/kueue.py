@@ -7,8 +7,8 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator, model_validator
 
-from components.config.base import ConfigModel, problems_error
-from components.config.charts import ChartSource, chart_source, check_image_repository
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components.config.charts import ChartSource, chart_source, check_image_repository
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"

@@ -23,8 +23,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
-from components.config.errors import value_error_lines
-from components.config.spelling import models_in
+from gke_tpu_priority.components.config.errors import value_error_lines
+from gke_tpu_priority.components.config.spelling import models_in
 
 Loc = tuple[int | str, ...]
 # Where pydantic reported an error, and the message of a validator's own error (empty for a field's type, pattern

@@ -8,28 +8,33 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from components.config.admission import AdmissionPolicySettings
-from components.config.base import ConfigModel, problems_error
-from components.config.cluster import (
+from gke_tpu_priority.components.config.admission import AdmissionPolicySettings
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components.config.cluster import (
     ClusterSettings,
     NetworkConfig,
     SystemPool,
     gke_version_needs,
     version_floor_problems,
 )
-from components.config.errors import ConfigError, format_validation_error
-from components.config.hotswap import HotswapSettings
-from components.config.inputs import InputStr
-from components.config.kueue import JobSetSettings, KueueSettings, duration_seconds
-from components.config.partial import error_places, independent, skipped_checks
-from components.config.priorities import PriorityTier, default_tiers
-from components.config.queues import LADDER_ORDER, RESERVED_NAMESPACES, ClusterQueueSpec, QueuesConfig
-from components.config.resolved import Flavor, effective_cluster_queues, effective_local_queues, resolve_flavors
-from components.config.spelling import camel_case_keys
-from components.config.tenancy import TeamSpec, team_problems
-from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
-from components.config.zones import allowed_zones, zone_problem
-from components.tpu_shapes import SHAPES, TOPOLOGY_LABEL
+from gke_tpu_priority.components.config.errors import ConfigError, format_validation_error
+from gke_tpu_priority.components.config.hotswap import HotswapSettings
+from gke_tpu_priority.components.config.inputs import InputStr
+from gke_tpu_priority.components.config.kueue import JobSetSettings, KueueSettings, duration_seconds
+from gke_tpu_priority.components.config.partial import error_places, independent, skipped_checks
+from gke_tpu_priority.components.config.priorities import PriorityTier, default_tiers
+from gke_tpu_priority.components.config.queues import LADDER_ORDER, RESERVED_NAMESPACES, ClusterQueueSpec, QueuesConfig
+from gke_tpu_priority.components.config.resolved import (
+    Flavor,
+    effective_cluster_queues,
+    effective_local_queues,
+    resolve_flavors,
+)
+from gke_tpu_priority.components.config.spelling import camel_case_keys
+from gke_tpu_priority.components.config.tenancy import TeamSpec, team_problems
+from gke_tpu_priority.components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, CapacityMode, TpuPoolGroup
+from gke_tpu_priority.components.config.zones import allowed_zones, zone_problem
+from gke_tpu_priority.components.tpu_shapes import SHAPES, TOPOLOGY_LABEL
 
 CONFIG_KEY = "platform"
 CONFIG_PATH = f"gke-tpu-priority:{CONFIG_KEY}"
@@ -444,7 +449,7 @@ def starvation_grace_problems(config: PlatformConfig) -> list[str]:
         return []
     from pydantic import ValidationError
 
-    from hotswap.config import HotswapConfig
+    from gke_tpu_priority.hotswap.config import HotswapConfig
 
     try:
         grace = HotswapConfig.model_validate({**config.hotswap.settings, "mode": config.hotswap.mode.value})

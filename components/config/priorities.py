@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
-from components.config.base import ConfigModel
+from gke_tpu_priority.components.config.base import ConfigModel
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_USER_PRIORITY = 1_000_000_000  # above this Kubernetes reserves values for system classes

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from components.config.base import ConfigModel, problems_error
-from components.config.priorities import NAME_PATTERN
-from components.config.tpu import QUEUED_CAPACITY, CapacityMode
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components.config.priorities import NAME_PATTERN
+from gke_tpu_priority.components.config.tpu import QUEUED_CAPACITY, CapacityMode
 
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from components import tpu_shapes
-from components.config.queues import ClusterQueueSpec, FlavorSpec, LocalQueueSpec, QueuesConfig, Quota
-from components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, TpuPoolGroup
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config.queues import ClusterQueueSpec, FlavorSpec, LocalQueueSpec, QueuesConfig, Quota
+from gke_tpu_priority.components.config.tpu import CAPACITY_LABEL, QUEUED_CAPACITY, TpuPoolGroup
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 DEFAULT_TEAM_NAMESPACE = "tpu-training"

@@ -1,7 +1,7 @@
 """Teams: which namespaces belong to whom, the highest priority tier each may use, and who gets their role.
 
 The entitlement is platform configuration, not something a team declares: every front end (the Pulumi policy
-pack, ``python -m policies.check`` and the in-cluster admission policy) reads it from what the stack declares,
+pack, ``gke-tpu-priority-check`` and the in-cluster admission policy) reads it from what the stack declares,
 and the hotswap reconciler gets it too, so a workload above its entitlement never preempts anyone.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from components.config.base import ConfigModel
-from components.config.priorities import NAME_PATTERN, PriorityTier
-from components.config.queues import LocalQueueSpec
+from gke_tpu_priority.components.config.base import ConfigModel
+from gke_tpu_priority.components.config.priorities import NAME_PATTERN, PriorityTier
+from gke_tpu_priority.components.config.queues import LocalQueueSpec
 
 SUBJECT_PATTERN = r"^\S+$"
 

@@ -7,8 +7,8 @@ from enum import StrEnum
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from components import tpu_shapes
-from components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
 
 # GKE node pool names: RFC 1035, at most 40 characters. A multi-host group gets "-<index>" per slice.
 POOL_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"

@@ -8,10 +8,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config.fleet import FleetConfig, check_groups, parse_fleet_config
-from components.config.queues import RESERVED_NAMESPACES
-from components.config.resolved import effective_local_queues
-from components.fleet.credentials import (
+from gke_tpu_priority.components.config.fleet import FleetConfig, check_groups, parse_fleet_config
+from gke_tpu_priority.components.config.queues import RESERVED_NAMESPACES
+from gke_tpu_priority.components.config.resolved import effective_local_queues
+from gke_tpu_priority.components.fleet.credentials import (
     MANAGER_IDENTITY,
     cluster_role,
     cluster_role_binding,
@@ -21,8 +21,8 @@ from components.fleet.credentials import (
     token_secret_name,
     worker_endpoint,
 )
-from components.fleet.manager import install_kueue, manager_cluster
-from components.fleet.multikueue import (
+from gke_tpu_priority.components.fleet.manager import install_kueue, manager_cluster
+from gke_tpu_priority.components.fleet.multikueue import (
     admission_check,
     kubeconfig_secret_name,
     manager_cluster_queue,
@@ -31,13 +31,13 @@ from components.fleet.multikueue import (
     multikueue_cluster,
     multikueue_config,
 )
-from components.kube.immutable import immutable_paths
-from components.kube.objects import KubernetesObject, namespace
-from components.platform import TpuPlatform, TpuPlatformArgs
-from components.priorities import PriorityTiers, PriorityTiersArgs
-from components.queues.objects import TEAM_NAMESPACE_LABELS, cohort, local_queue, resource_flavor
-from components.schema_types import FleetConfig as FleetSettings
-from components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.components.kube.immutable import immutable_paths
+from gke_tpu_priority.components.kube.objects import KubernetesObject, namespace
+from gke_tpu_priority.components.platform import TpuPlatform, TpuPlatformArgs
+from gke_tpu_priority.components.priorities import PriorityTiers, PriorityTiersArgs
+from gke_tpu_priority.components.queues.objects import TEAM_NAMESPACE_LABELS, cohort, local_queue, resource_flavor
+from gke_tpu_priority.components.schema_types import FleetConfig as FleetSettings
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuFleet"
 

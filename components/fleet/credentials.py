@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.queues.objects import MANAGED_BY
+from gke_tpu_priority.components.queues.objects import MANAGED_BY
 
 MANAGER_IDENTITY = "multikueue-manager"
 READ = ["get", "list", "watch"]

@@ -11,19 +11,19 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.cluster.existing import _ca, _server
-from components.cluster.kubeconfig import exec_kubeconfig
-from components.config.fleet import FleetConfig
-from components.fleet.multikueue import manager_kueue_config, sizing_platform
-from components.kube.objects import KubernetesObject, namespace
-from components.kueue import (
+from gke_tpu_priority.components.cluster.existing import _ca, _server
+from gke_tpu_priority.components.cluster.kubeconfig import exec_kubeconfig
+from gke_tpu_priority.components.config.fleet import FleetConfig
+from gke_tpu_priority.components.fleet.multikueue import manager_kueue_config, sizing_platform
+from gke_tpu_priority.components.kube.objects import KubernetesObject, namespace
+from gke_tpu_priority.components.kueue import (
     chart_location,
     controllers_priority_class,
     jobset_controller_priority,
     jobset_values,
     kueue_values,
 )
-from components.kueue.crds import KeepCrds
+from gke_tpu_priority.components.kueue.crds import KeepCrds
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,19 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from components.config.fleet import DISPATCHER_NAMES, CheckGroup, DispatcherMode, FleetConfig, check_groups
-from components.config.platform import PlatformConfig
-from components.config.queues import ClusterQueueSpec, Quota
-from components.config.resolved import Flavor, effective_cluster_queues
-from components.kueue.manager_config import kueue_manager_config
-from components.queues import objects
-from components.queues.objects import KUEUE_API, MANAGED_BY, cluster_queue
+from gke_tpu_priority.components.config.fleet import (
+    DISPATCHER_NAMES,
+    CheckGroup,
+    DispatcherMode,
+    FleetConfig,
+    check_groups,
+)
+from gke_tpu_priority.components.config.platform import PlatformConfig
+from gke_tpu_priority.components.config.queues import ClusterQueueSpec, Quota
+from gke_tpu_priority.components.config.resolved import Flavor, effective_cluster_queues
+from gke_tpu_priority.components.kueue.manager_config import kueue_manager_config
+from gke_tpu_priority.components.queues import objects
+from gke_tpu_priority.components.queues.objects import KUEUE_API, MANAGED_BY, cluster_queue
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 

@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube.immutable import replacement_options
+from gke_tpu_priority.components.kube.immutable import replacement_options
 
 
 def _provider_version() -> str:

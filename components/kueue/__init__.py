@@ -7,14 +7,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.cluster.node_pools import system_node_selector
-from components.config import PlatformConfig, parse_platform_config
-from components.config.kueue import JOBSET_CHART, KUEUE_CHART, JobSetSettings, KueueSettings
-from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
-from components.kueue.crds import KeepCrds
-from components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
-from components.priorities import controller_priority_class
-from components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.components.cluster.node_pools import system_node_selector
+from gke_tpu_priority.components.config import PlatformConfig, parse_platform_config
+from gke_tpu_priority.components.config.kueue import JOBSET_CHART, KUEUE_CHART, JobSetSettings, KueueSettings
+from gke_tpu_priority.components.kube.objects import KubernetesObject, inherited_depends_on, namespace
+from gke_tpu_priority.components.kueue.crds import KeepCrds
+from gke_tpu_priority.components.kueue.manager_config import controller_resources, fleet_slices, kueue_manager_config
+from gke_tpu_priority.components.priorities import controller_priority_class
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:KueueJobSet"
 __all__ = ["JOBSET_CHART", "KUEUE_CHART", "KueueJobSet", "chart_location"]

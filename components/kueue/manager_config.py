@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from components.config import PlatformConfig
+from gke_tpu_priority.components.config import PlatformConfig
 
 KUEUE_JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
 

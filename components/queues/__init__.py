@@ -4,21 +4,25 @@ from typing import TypedDict
 
 import pulumi
 
-from components.config import parse_platform_config
-from components.config.queues import RESERVED_NAMESPACES
-from components.config.resolved import effective_cluster_queues, effective_local_queues
-from components.config.tenancy import allowed_tiers
-from components.kube.objects import KubernetesObject, inherited_depends_on, namespace
-from components.queues.objects import (
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.config.queues import RESERVED_NAMESPACES
+from gke_tpu_priority.components.config.resolved import effective_cluster_queues, effective_local_queues
+from gke_tpu_priority.components.config.tenancy import allowed_tiers
+from gke_tpu_priority.components.kube.objects import KubernetesObject, inherited_depends_on, namespace
+from gke_tpu_priority.components.queues.objects import (
     TEAM_NAMESPACE_LABELS,
     cluster_queue,
     cohort,
     local_queue,
     resource_flavor,
 )
-from components.queues.provisioning import admission_check, cluster_queue_extras, provisioning_request_config
-from components.queues.team_access import team_cluster_role, team_role_bindings
-from components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.components.queues.provisioning import (
+    admission_check,
+    cluster_queue_extras,
+    provisioning_request_config,
+)
+from gke_tpu_priority.components.queues.team_access import team_cluster_role, team_role_bindings
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuQueues"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import tpu_shapes
-from components.config.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
-from components.config.resolved import Flavor
-from components.config.tpu import GKE_QUEUED_KEY
-from policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config.queues import ClusterQueueSpec, CohortSpec, LocalQueueSpec
+from gke_tpu_priority.components.config.resolved import Flavor
+from gke_tpu_priority.components.config.tpu import GKE_QUEUED_KEY
+from gke_tpu_priority.policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -121,7 +121,7 @@ def local_queue(
     spec: LocalQueueSpec, allowed_tiers: tuple[str, ...] | None = None, may_protect: bool = True
 ) -> dict[str, Any]:
     """A LocalQueue; with ``allowed_tiers`` (its namespace's team entitlement) it carries the entitlement as
-    annotations, so ``python -m policies.check`` and the pack read it from the platform's own objects."""
+    annotations, so ``gke-tpu-priority-check`` and the pack read it from the platform's own objects."""
     metadata: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "labels": dict(MANAGED_BY)}
     if allowed_tiers is not None:
         metadata["annotations"] = {

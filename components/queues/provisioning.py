@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import tpu_shapes
-from components.config.queues import ClusterQueueSpec, QueuedProvisioningSettings
-from components.config.resolved import Flavor
-from components.config.tpu import GKE_PROVISIONING_REQUEST_LABEL
-from components.queues import objects
-from components.queues.objects import KUEUE_API, MANAGED_BY
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config.queues import ClusterQueueSpec, QueuedProvisioningSettings
+from gke_tpu_priority.components.config.resolved import Flavor
+from gke_tpu_priority.components.config.tpu import GKE_PROVISIONING_REQUEST_LABEL
+from gke_tpu_priority.components.queues import objects
+from gke_tpu_priority.components.queues.objects import KUEUE_API, MANAGED_BY
 
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.config.tenancy import TeamSpec
+from gke_tpu_priority.components.config.tenancy import TeamSpec
 
 TEAM_ROLE = "gke-tpu-priority-team"
 RBAC_API = "rbac.authorization.k8s.io/v1"

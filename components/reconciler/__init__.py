@@ -6,13 +6,13 @@ from typing import Any, TypedDict
 import pulumi
 import yaml
 
-from components.config import parse_platform_config
-from components.kube.objects import KubernetesObject, inherited_depends_on
-from components.reconciler import monitoring, objects
-from components.reconciler.image import build_image
-from components.reconciler.node_guard import node_guard_binding, node_guard_policy
-from components.reconciler.state_guard import state_guard_binding, state_guard_policy
-from components.schema_types import PlatformConfig as PlatformSettings
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.kube.objects import KubernetesObject, inherited_depends_on
+from gke_tpu_priority.components.reconciler import monitoring, objects
+from gke_tpu_priority.components.reconciler.image import build_image
+from gke_tpu_priority.components.reconciler.node_guard import node_guard_binding, node_guard_policy
+from gke_tpu_priority.components.reconciler.state_guard import state_guard_binding, state_guard_policy
+from gke_tpu_priority.components.schema_types import PlatformConfig as PlatformSettings
 
 TYPE_TOKEN = "gke-tpu-priority:index:HotswapReconciler"
 

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_docker_build as docker_build
 import pulumi_gcp as gcp
 
-from components.config import PlatformConfig
+from gke_tpu_priority.components.config import PlatformConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY_ID = "hotswap"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.config import PlatformConfig
-from components.reconciler.objects import APP, LABELS, SELECTOR, meta
+from gke_tpu_priority.components.config import PlatformConfig
+from gke_tpu_priority.components.reconciler.objects import APP, LABELS, SELECTOR, meta
 
 MONITORING_API = "monitoring.googleapis.com/v1"
 DASHBOARD_UID = "gke-tpu-priority-hotswap"
@@ -62,15 +62,16 @@ ALERTS: tuple[tuple[str, str, str, str, str], ...] = (
         "warning",
         "15m",
         "max(hotswap_starved_preemptors) > 0",
-        "An admitted JobSet has found no free slice for 15 minutes; see `hotswap status` and its HotswapBlocked "
-        "Events.",
+        "An admitted JobSet has found no free slice for 15 minutes; see `kubectl hotswap status` and its "
+        "HotswapBlocked Events.",
     ),
     (
         "HotswapWorkHeldLong",
         "warning",
         "3h",
         "max(hotswap_held_workloads) > 0",
-        "Work has been held for 3 hours: capacity has not come back. `hotswap status` lists it; maxHold releases it.",
+        "Work has been held for 3 hours: capacity has not come back. `kubectl hotswap status` lists it; maxHold "
+        "releases it.",
     ),
     (
         "HotswapSlowRecovery",

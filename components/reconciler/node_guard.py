@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.config import PlatformConfig
-from components.reconciler.objects import LABELS, quarantine_enabled
-from components.reconciler.state_guard import API_VERSION, deny_binding, reconciler_user
-from components.workloads.jobset import HOTSWAP_DOMAIN
-from hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.components.config import PlatformConfig
+from gke_tpu_priority.components.reconciler.objects import LABELS, quarantine_enabled
+from gke_tpu_priority.components.reconciler.state_guard import API_VERSION, deny_binding, reconciler_user
+from gke_tpu_priority.components.workloads.jobset import HOTSWAP_DOMAIN
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 
 POLICY = "gke-tpu-priority-hotswap-node-scope"
 

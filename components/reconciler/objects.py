@@ -6,13 +6,13 @@ from typing import Any
 
 import yaml
 
-from components.cluster.node_pools import system_node_selector
-from components.config import PlatformConfig
-from components.config.tenancy import namespace_max_priority, protecting_namespaces
-from components.config.tpu import CapacityMode
-from components.priorities import controller_priority_class
-from components.reconciler.sizing import reconciler_resources
-from hotswap.config import HotswapConfig
+from gke_tpu_priority.components.cluster.node_pools import system_node_selector
+from gke_tpu_priority.components.config import PlatformConfig
+from gke_tpu_priority.components.config.tenancy import namespace_max_priority, protecting_namespaces
+from gke_tpu_priority.components.config.tpu import CapacityMode
+from gke_tpu_priority.components.priorities import controller_priority_class
+from gke_tpu_priority.components.reconciler.sizing import reconciler_resources
+from gke_tpu_priority.hotswap.config import HotswapConfig
 
 APP = "hotswap-reconciler"
 LABELS = {"app.kubernetes.io/name": APP, "app.kubernetes.io/managed-by": "gke-tpu-priority"}

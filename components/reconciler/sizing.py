@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from components.config import PlatformConfig
+from gke_tpu_priority.components.config import PlatformConfig
 
 MEMORY_BASE_MI = 256
 """The interpreter, the Kubernetes client, aiohttp and prometheus: about 90 MiB resident before any object."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.config import PlatformConfig
-from components.reconciler.objects import APP, LABELS, meta
+from gke_tpu_priority.components.config import PlatformConfig
+from gke_tpu_priority.components.reconciler.objects import APP, LABELS, meta
 
 POLICY = "gke-tpu-priority-hotswap-state"
 ANNOTATION_DOMAIN = "hotswap.gke-tpu-priority.io/"

@@ -4,9 +4,9 @@ from typing import TypedDict
 
 import pulumi
 
-from components.kube.objects import KubernetesObject, inherited_depends_on
-from components.schema_types import TpuJobSetSpec as TpuJobSetSettings
-from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.components.kube.objects import KubernetesObject, inherited_depends_on
+from gke_tpu_priority.components.schema_types import TpuJobSetSpec as TpuJobSetSettings
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 
 TYPE_TOKEN = "gke-tpu-priority:index:TpuJobSet"
 

@@ -1,4 +1,4 @@
-"""Print a TPU v6e JobSet as YAML: `python -m components.workloads --name train --topology 4x4 ...`."""
+"""Print a TPU v6e JobSet as YAML: `gke-tpu-jobset --name train --topology 4x4 ...`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import sys
 import yaml
 from pydantic import ValidationError
 
-from components.config.errors import format_validation_error
-from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.components.config.errors import format_validation_error
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m components.workloads", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gke-tpu-jobset", description=__doc__)
     parser.add_argument("--name", required=True)
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--queue", required=True, help="LocalQueue name")

@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from components import tpu_shapes
-from components.config.base import ConfigModel, problems_error
-from components.config.priorities import NAME_PATTERN
-from components.config.tpu import CAPACITY_LABEL, CapacityMode
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.components.config.base import ConfigModel, problems_error
+from gke_tpu_priority.components.config.priorities import NAME_PATTERN
+from gke_tpu_priority.components.config.tpu import CAPACITY_LABEL, CapacityMode
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
@@ -78,7 +78,7 @@ class TpuJobSetSpec(ConfigModel):
     env: dict[str, str] = Field(
         default_factory=dict,
         description="Environment variables. JOBSET_NAME and POD_NAMESPACE are set from the downward API unless given "
-        "here (`hotswap mark-checkpoint` reads them).",
+        "here (`kubectl-hotswap mark-checkpoint` reads them).",
     )
     max_restarts: int = Field(
         default=3, ge=1, le=100, description="JobSet restarts for application failures (infra ones don't count)."
@@ -165,7 +165,7 @@ def tpu_jobset(spec: TpuJobSetSpec) -> dict[str, Any]:
     if spec.args:
         container["args"] = list(spec.args)
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
-    # What `hotswap mark-checkpoint` reads to find the JobSet to annotate (see docs/operations.md).
+    # What `kubectl-hotswap mark-checkpoint` reads to find the JobSet to annotate (see docs/operations.md).
     env += [
         {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
         for name, path in DOWNWARD_ENV

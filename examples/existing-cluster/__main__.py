@@ -7,10 +7,10 @@ children; the settings describe the cluster's TPU node pools so the flavors and 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kueue import KueueJobSet, KueueJobSetArgs
-from components.priorities import PriorityTiers, PriorityTiersArgs
-from components.queues import TpuQueues, TpuQueuesArgs
-from components.schema_types import PlatformConfig
+from gke_tpu_priority.components.kueue import KueueJobSet, KueueJobSetArgs
+from gke_tpu_priority.components.priorities import PriorityTiers, PriorityTiersArgs
+from gke_tpu_priority.components.queues import TpuQueues, TpuQueuesArgs
+from gke_tpu_priority.components.schema_types import PlatformConfig
 
 config = pulumi.Config()
 cluster = k8s.Provider("xpk-cluster", context=config.require("kubeContext"), enable_server_side_apply=True)

@@ -2,7 +2,7 @@
 
 import pulumi
 
-from components.fleet import TpuFleet, TpuFleetArgs
+from gke_tpu_priority.components.fleet import TpuFleet, TpuFleetArgs
 
 project = pulumi.Config("gcp").require("project")
 

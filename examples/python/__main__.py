@@ -2,7 +2,7 @@
 
 import pulumi
 
-from components.platform import TpuPlatform, TpuPlatformArgs
+from gke_tpu_priority.components.platform import TpuPlatform, TpuPlatformArgs
 
 gcp_config = pulumi.Config("gcp")
 

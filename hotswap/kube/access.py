@@ -1,8 +1,8 @@
 """Which credentials a CLI command uses to reach the cluster: pure decision, no Kubernetes client imported.
 
-Operators run `hotswap release-all` and `hotswap status` from a laptop or a CI runner as often as the reconciler
-runs in its pod, so the order is the one kubectl users expect: an explicit `--kubeconfig`, else the pod's service
-account when running in a pod (and no `--context` asks for a kubeconfig context), else `$KUBECONFIG`, else
+Operators run `kubectl hotswap release-all` and `kubectl hotswap status` from a laptop or a CI runner as often as the
+reconciler runs in its pod, so the order is the one kubectl users expect: an explicit `--kubeconfig`, else the pod's
+service account when running in a pod (and no `--context` asks for a kubeconfig context), else `$KUBECONFIG`, else
 `~/.kube/config`. A missing kubeconfig is reported in one sentence that says how to get one.
 """
 

@@ -37,14 +37,14 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.annotations import AnnotationKeys, OpRecord
-from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.events import EventRecorder
-from hotswap.kube.ratelimit import TokenBucket
-from hotswap.kube.resources import JOBSETS, MERGE_PATCH, WORKLOADS, merge_patch
-from hotswap.kube.rung_pin import pin_patch
-from hotswap.metrics import Metrics
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, OpRecord
+from gke_tpu_priority.hotswap.kube.client import REQUEST_TIMEOUT
+from gke_tpu_priority.hotswap.kube.events import EventRecorder
+from gke_tpu_priority.hotswap.kube.ratelimit import TokenBucket
+from gke_tpu_priority.hotswap.kube.resources import JOBSETS, MERGE_PATCH, WORKLOADS, merge_patch
+from gke_tpu_priority.hotswap.kube.rung_pin import pin_patch
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.planner.actions import (
     ClearOp,
     EndRungSwitch,
     EventReason,

@@ -1,4 +1,4 @@
-"""`hotswap mark-checkpoint`: training code tells the reconciler it has just checkpointed.
+"""`kubectl-hotswap mark-checkpoint`: training code tells the reconciler it has just checkpointed.
 
 The planner prefers victims that would lose the least training (chips x progress since their last checkpoint),
 and only the workload knows when that was. One merge patch of the JobSet's `last-checkpoint` annotation after each
@@ -14,16 +14,16 @@ from datetime import UTC, datetime
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.annotations import AnnotationKeys, format_time
-from hotswap.checkpoint_target import (
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, format_time
+from gke_tpu_priority.hotswap.checkpoint_target import (
     JOBSET_ENV,
     NAMESPACE_ENV,
     SERVICE_ACCOUNT_NAMESPACE,
     CheckpointTargetError,
     resolve_target,
 )
-from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.resources import JOBSETS, merge_patch
+from gke_tpu_priority.hotswap.kube.client import REQUEST_TIMEOUT
+from gke_tpu_priority.hotswap.kube.resources import JOBSETS, merge_patch
 
 log = logging.getLogger("hotswap.checkpoint")
 

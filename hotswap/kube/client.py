@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client, config
 
-from hotswap.kube.access import ClusterAccess, choose_access
+from gke_tpu_priority.hotswap.kube.access import ClusterAccess, choose_access
 
 # Timeouts (seconds) for ordinary, non-streaming calls. Every call passes one of these.
 REQUEST_TIMEOUT = 10.0

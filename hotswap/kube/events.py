@@ -10,10 +10,10 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.leader import micro_time
-from hotswap.metrics import Metrics
-from hotswap.planner.actions import Decision, ObjectRef
+from gke_tpu_priority.hotswap.kube.client import REQUEST_TIMEOUT
+from gke_tpu_priority.hotswap.kube.leader import micro_time
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.planner.actions import Decision, ObjectRef
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.kube.backoff import Backoff
-from hotswap.kube.resources import ResourceKind, list_function
-from hotswap.kube.store import Listener, Store, object_key
-from hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.kube.backoff import Backoff
+from gke_tpu_priority.hotswap.kube.resources import ResourceKind, list_function
+from gke_tpu_priority.hotswap.kube.store import Listener, Store, object_key
+from gke_tpu_priority.hotswap.metrics import Metrics
 
 JsonObj = dict[str, Any]
 

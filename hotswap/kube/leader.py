@@ -28,7 +28,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``hotswap release-all``: reactivate every Workload the reconciler holds (uninstall path, invariant I10).
+"""``kubectl hotswap release-all``: reactivate every Workload the reconciler holds (uninstall path, invariant I10).
 
 Each held Workload (one carrying the ``held-by`` annotation) gets ONE conditional merge patch that
 removes the hold annotations and sets ``spec.active=true``; preemptors' open-operation annotations are
@@ -18,10 +18,10 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.kube.actuator import read_taint_patch
-from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.resources import MERGE_PATCH, WORKLOADS, merge_patch
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.kube.actuator import read_taint_patch
+from gke_tpu_priority.hotswap.kube.client import REQUEST_TIMEOUT
+from gke_tpu_priority.hotswap.kube.resources import MERGE_PATCH, WORKLOADS, merge_patch
 
 JsonObj = dict[str, Any]
 

@@ -23,9 +23,9 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.kube.client import REQUEST_TIMEOUT
-from hotswap.kube.release_all import ReleaseReport, release_all
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.kube.client import REQUEST_TIMEOUT
+from gke_tpu_priority.hotswap.kube.release_all import ReleaseReport, release_all
 
 JsonObj = dict[str, Any]
 
@@ -74,7 +74,7 @@ async def release_if_removed(
     if not known or not being_removed(deployment):
         return None
     log.info("reconciler is being removed; releasing every hold", extra={"deployment": f"{namespace}/{name}"})
-    # Every namespace, as `hotswap release-all` does: a hold made before `namespaces` shrank is ours too.
+    # Every namespace, as `kubectl hotswap release-all` does: a hold made before `namespaces` shrank is ours too.
     report = await release_all(api, keys, (), dry_run=dry_run)
     log.info(
         "released on removal",

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from hotswap.annotations import (
+from gke_tpu_priority.hotswap.annotations import (
     JOBSET_EXCLUSIVE_TOPOLOGY,
     JOBSET_NODE_SELECTOR_STRATEGY,
     NODEPOOL_LABEL,
     parse_time,
 )
-from hotswap.model import (
+from gke_tpu_priority.hotswap.model import (
     ClusterQueue,
     ClusterSnapshot,
     Condition,
@@ -42,7 +42,7 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
-from hotswap.slices import CAPACITY_LABEL, QUEUED_TAINT, request_owned_labels
+from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_TAINT, request_owned_labels
 
 JsonObj = dict[str, Any]
 T = TypeVar("T")

@@ -1,4 +1,5 @@
-"""List what `hotswap status` reads: every Workload, the reconciler's own Events (all namespaces), and the nodes."""
+"""List what `kubectl hotswap status` reads: every Workload, the reconciler's own Events (all namespaces), and the
+nodes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.kube.resources import WORKLOADS
+from gke_tpu_priority.hotswap.kube.resources import WORKLOADS
 
 JsonObj = dict[str, Any]
 # The label every Event the reconciler emits carries (hotswap.kube.events.build_event).

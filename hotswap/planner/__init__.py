@@ -14,10 +14,10 @@ from __future__ import annotations
 from datetime import datetime
 from functools import partial
 
-from hotswap.annotations import is_true
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.annotations import is_true
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterSnapshot
+from gke_tpu_priority.hotswap.planner.actions import (
     Diagnostics,
     FastFailPod,
     HoldVictim,
@@ -26,16 +26,21 @@ from hotswap.planner.actions import (
     ReleaseVictim,
     make_op_id,
 )
-from hotswap.planner.inversion import contested_inversions, find_inversions, resolve_contested, resolve_inversions
-from hotswap.planner.ops import Ledger, advance_ops
-from hotswap.planner.preempt import disrupted_units, plan_preemptions
-from hotswap.planner.quarantine import quarantine_actions, quarantined_after, tainted_nodes
-from hotswap.planner.release import plan_releases, queued_room
-from hotswap.planner.rungs import plan_rung_switches
-from hotswap.planner.starvation import starved_units
-from hotswap.planner.wakeup import next_wakeup
-from hotswap.planner.world import World, build_world
-from hotswap.slices import UNREACHABLE_TAINT, SliceHealth
+from gke_tpu_priority.hotswap.planner.inversion import (
+    contested_inversions,
+    find_inversions,
+    resolve_contested,
+    resolve_inversions,
+)
+from gke_tpu_priority.hotswap.planner.ops import Ledger, advance_ops
+from gke_tpu_priority.hotswap.planner.preempt import disrupted_units, plan_preemptions
+from gke_tpu_priority.hotswap.planner.quarantine import quarantine_actions, quarantined_after, tainted_nodes
+from gke_tpu_priority.hotswap.planner.release import plan_releases, queued_room
+from gke_tpu_priority.hotswap.planner.rungs import plan_rung_switches
+from gke_tpu_priority.hotswap.planner.starvation import starved_units
+from gke_tpu_priority.hotswap.planner.wakeup import next_wakeup
+from gke_tpu_priority.hotswap.planner.world import World, build_world
+from gke_tpu_priority.hotswap.slices import UNREACHABLE_TAINT, SliceHealth
 
 __all__ = ["plan"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from hotswap.annotations import OpRecord
+from gke_tpu_priority.hotswap.annotations import OpRecord
 
 
 def make_op_id(preemptor_uid: str, attempt: int) -> str:

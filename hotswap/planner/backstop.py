@@ -15,10 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from hotswap.annotations import AnnotationKeys, format_time, parse_time
-from hotswap.config import HotswapConfig
-from hotswap.model import Workload
-from hotswap.planner.actions import Decision, EventReason, ObjectRef, Plan, ReleaseReason, ReleaseVictim
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, format_time, parse_time
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import Workload
+from gke_tpu_priority.hotswap.planner.actions import (
+    Decision,
+    EventReason,
+    ObjectRef,
+    Plan,
+    ReleaseReason,
+    ReleaseVictim,
+)
 
 
 def backstop_plan(workloads: Iterable[Workload], now: datetime, config: HotswapConfig) -> Plan:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from hotswap.model import PodPhase, SliceShape
-from hotswap.planner.world import Unit, World, unhealthy
-from hotswap.slices import SliceHealth
+from gke_tpu_priority.hotswap.model import PodPhase, SliceShape
+from gke_tpu_priority.hotswap.planner.world import Unit, World, unhealthy
+from gke_tpu_priority.hotswap.slices import SliceHealth
 
 NODE_SHUTDOWN = "TerminationByKubelet"
 """DisruptionTarget reason the kubelet's graceful node shutdown gives the pods it stops (k8s

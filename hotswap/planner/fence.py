@@ -15,11 +15,11 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from datetime import datetime
 
-from hotswap.annotations import OpRecord
-from hotswap.model import ConditionStatus, PodPhase, find_condition
-from hotswap.planner.actions import Decision, EventReason, EventType
-from hotswap.planner.victims import in_scope, lower_priority, victim_order, why_not_victim
-from hotswap.planner.world import Unit, World
+from gke_tpu_priority.hotswap.annotations import OpRecord
+from gke_tpu_priority.hotswap.model import ConditionStatus, PodPhase, find_condition
+from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, EventType
+from gke_tpu_priority.hotswap.planner.victims import in_scope, lower_priority, victim_order, why_not_victim
+from gke_tpu_priority.hotswap.planner.world import Unit, World
 
 
 def admitted_at(unit: Unit) -> datetime | None:

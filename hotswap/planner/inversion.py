@@ -16,15 +16,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
-from hotswap.annotations import OpRecord
-from hotswap.model import find_condition
-from hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
-from hotswap.planner.disruption import placed
-from hotswap.planner.fence import admitted_at
-from hotswap.planner.ops import Ledger, hold_action, record_action, take_over
-from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
-from hotswap.planner.world import Unit, World
-from hotswap.slices import SliceHealth
+from gke_tpu_priority.hotswap.annotations import OpRecord
+from gke_tpu_priority.hotswap.model import find_condition
+from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
+from gke_tpu_priority.hotswap.planner.disruption import placed
+from gke_tpu_priority.hotswap.planner.fence import admitted_at
+from gke_tpu_priority.hotswap.planner.ops import Ledger, hold_action, record_action, take_over
+from gke_tpu_priority.hotswap.planner.victims import in_scope, lower_priority, why_not_victim
+from gke_tpu_priority.hotswap.planner.world import Unit, World
+from gke_tpu_priority.hotswap.slices import SliceHealth
 
 _NOBODY: frozenset[str] = frozenset()
 

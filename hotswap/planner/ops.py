@@ -8,8 +8,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from hotswap.annotations import OpRecord, decode_history, format_time
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.annotations import OpRecord, decode_history, format_time
+from gke_tpu_priority.hotswap.planner.actions import (
     Action,
     ClearOp,
     Decision,
@@ -19,11 +19,11 @@ from hotswap.planner.actions import (
     RecordOp,
     make_op_id,
 )
-from hotswap.planner.disruption import placed
-from hotswap.planner.fence import fence, fresh_admissions, with_fenced
-from hotswap.planner.victims import in_scope, lower_priority, why_not_victim
-from hotswap.planner.world import Unit, World, hold_since
-from hotswap.slices import SliceHealth
+from gke_tpu_priority.hotswap.planner.disruption import placed
+from gke_tpu_priority.hotswap.planner.fence import fence, fresh_admissions, with_fenced
+from gke_tpu_priority.hotswap.planner.victims import in_scope, lower_priority, why_not_victim
+from gke_tpu_priority.hotswap.planner.world import Unit, World, hold_since
+from gke_tpu_priority.hotswap.slices import SliceHealth
 
 
 @dataclass(slots=True)

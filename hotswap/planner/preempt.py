@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from hotswap.annotations import OpRecord, format_time
-from hotswap.model import SliceShape
-from hotswap.planner.actions import Decision, EventReason, EventType, RecordOp, make_op_id
-from hotswap.planner.disruption import Disruption, deficit, infra_evidence
-from hotswap.planner.fence import fence, fresh_admissions, with_fenced
-from hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
-from hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
-from hotswap.planner.victims import VictimIndex, choose_victims, victim_order
-from hotswap.planner.world import Unit, World, preemptor_refusal
-from hotswap.slices import SPOT_CAPACITY, SliceHealth
+from gke_tpu_priority.hotswap.annotations import OpRecord, format_time
+from gke_tpu_priority.hotswap.model import SliceShape
+from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, EventType, RecordOp, make_op_id
+from gke_tpu_priority.hotswap.planner.disruption import Disruption, deficit, infra_evidence
+from gke_tpu_priority.hotswap.planner.fence import fence, fresh_admissions, with_fenced
+from gke_tpu_priority.hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
+from gke_tpu_priority.hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
+from gke_tpu_priority.hotswap.planner.victims import VictimIndex, choose_victims, victim_order
+from gke_tpu_priority.hotswap.planner.world import Unit, World, preemptor_refusal
+from gke_tpu_priority.hotswap.slices import SPOT_CAPACITY, SliceHealth
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,10 @@ Pure: the taints follow from the slices' health in the snapshot, so a pass after
 
 from __future__ import annotations
 
-from hotswap.model import Node
-from hotswap.planner.actions import ObjectRef, TaintNode
-from hotswap.planner.world import World
-from hotswap.slices import SliceHealth
+from gke_tpu_priority.hotswap.model import Node
+from gke_tpu_priority.hotswap.planner.actions import ObjectRef, TaintNode
+from gke_tpu_priority.hotswap.planner.world import World
+from gke_tpu_priority.hotswap.slices import SliceHealth
 
 _BROKEN = (SliceHealth.SUSPECT, SliceHealth.UNHEALTHY)
 
@@ -42,7 +42,7 @@ def quarantine_actions(world: World, tainted: frozenset[str]) -> list[TaintNode]
     fast-fail failed them) must not land on the survivors meanwhile. A blip costs one patch per host each way.
     Recovering and Healthy slices are what the planner hands to preemptors and released victims, so they must be
     schedulable. With quarantine switched off nothing is written (its RBAC is not granted then);
-    `hotswap release-all` removes what is left.
+    `kubectl hotswap release-all` removes what is left.
     """
     if not world.config.quarantine_unhealthy_slices:
         return []

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from hotswap.annotations import format_time, parse_time
-from hotswap.config import ReleaseOnPreemptorGone
-from hotswap.model import SliceShape, Workload
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.annotations import format_time, parse_time
+from gke_tpu_priority.hotswap.config import ReleaseOnPreemptorGone
+from gke_tpu_priority.hotswap.model import SliceShape, Workload
+from gke_tpu_priority.hotswap.planner.actions import (
     Decision,
     EndRungSwitch,
     EventReason,
@@ -17,11 +17,11 @@ from hotswap.planner.actions import (
     ReleaseReason,
     ReleaseVictim,
 )
-from hotswap.planner.disruption import deficit, supply
-from hotswap.planner.ops import Ledger
-from hotswap.planner.preempt import Blocked, free_slices
-from hotswap.planner.world import Unit, World, hold_since
-from hotswap.slices import QUEUED_CAPACITY, SPOT_CAPACITY, SliceHealth
+from gke_tpu_priority.hotswap.planner.disruption import deficit, supply
+from gke_tpu_priority.hotswap.planner.ops import Ledger
+from gke_tpu_priority.hotswap.planner.preempt import Blocked, free_slices
+from gke_tpu_priority.hotswap.planner.world import Unit, World, hold_since
+from gke_tpu_priority.hotswap.slices import QUEUED_CAPACITY, SPOT_CAPACITY, SliceHealth
 
 
 def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, note: str) -> None:

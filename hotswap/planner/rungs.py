@@ -30,12 +30,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hotswap.annotations import format_time, parse_time
-from hotswap.planner.actions import Decision, EndRungSwitch, EventReason, EventType, PinRung, StartRungSwitch
-from hotswap.planner.disruption import Disruption
-from hotswap.planner.ops import Ledger
-from hotswap.planner.world import Unit, World, preemptor_refusal
-from hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY, SPOT_CAPACITY
+from gke_tpu_priority.hotswap.annotations import format_time, parse_time
+from gke_tpu_priority.hotswap.planner.actions import (
+    Decision,
+    EndRungSwitch,
+    EventReason,
+    EventType,
+    PinRung,
+    StartRungSwitch,
+)
+from gke_tpu_priority.hotswap.planner.disruption import Disruption
+from gke_tpu_priority.hotswap.planner.ops import Ledger
+from gke_tpu_priority.hotswap.planner.world import Unit, World, preemptor_refusal
+from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY, SPOT_CAPACITY
 
 
 def plan_rung_switches(world: World, ledger: Ledger, disrupted: Mapping[str, Disruption], room: dict[str, int]) -> None:

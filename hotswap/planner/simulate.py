@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from hotswap.model import ClusterSnapshot, DepartedPod, JobSet, Node, Taint, TaintEffect, Workload
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, DepartedPod, JobSet, Node, Taint, TaintEffect, Workload
+from gke_tpu_priority.hotswap.planner.actions import (
     ClearOp,
     EndRungSwitch,
     FastFailPod,

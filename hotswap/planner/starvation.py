@@ -15,9 +15,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
-from hotswap.model import SliceShape
-from hotswap.planner.victims import lower_priority
-from hotswap.planner.world import Unit, World, preemptor_refusal
+from gke_tpu_priority.hotswap.model import SliceShape
+from gke_tpu_priority.hotswap.planner.victims import lower_priority
+from gke_tpu_priority.hotswap.planner.world import Unit, World, preemptor_refusal
 
 STARVATION = "starvation"
 """Op id suffix: a later infra failure of the same attempt is a distinct op."""

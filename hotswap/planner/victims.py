@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import takewhile
 
-from hotswap.config import Scope
-from hotswap.model import SliceShape
-from hotswap.planner.world import Unit, World, on_request_capacity
+from gke_tpu_priority.hotswap.config import Scope
+from gke_tpu_priority.hotswap.model import SliceShape
+from gke_tpu_priority.hotswap.planner.world import Unit, World, on_request_capacity
 
 _NOBODY: frozenset[str] = frozenset()
 

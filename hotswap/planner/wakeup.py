@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from hotswap.annotations import is_true, parse_time
-from hotswap.planner.inversion import inversion_deadlines
-from hotswap.planner.starvation import starvation_deadlines
-from hotswap.planner.world import World, hold_since
-from hotswap.slices import SliceHealth, confirmation_deadline
+from gke_tpu_priority.hotswap.annotations import is_true, parse_time
+from gke_tpu_priority.hotswap.planner.inversion import inversion_deadlines
+from gke_tpu_priority.hotswap.planner.starvation import starvation_deadlines
+from gke_tpu_priority.hotswap.planner.world import World, hold_since
+from gke_tpu_priority.hotswap.slices import SliceHealth, confirmation_deadline
 
 
 def _deadlines(world: World) -> Iterator[datetime]:

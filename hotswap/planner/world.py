@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from operator import attrgetter
 
-from hotswap.annotations import (
+from gke_tpu_priority.hotswap.annotations import (
     HOSTNAME_LABEL,
     KUEUE_PRIORITY_BOOST,
     NODEPOOL_LABEL,
@@ -20,8 +20,8 @@ from hotswap.annotations import (
     is_true,
     parse_time,
 )
-from hotswap.config import HotswapConfig
-from hotswap.model import (
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import (
     ClusterQueue,
     ClusterSnapshot,
     Condition,
@@ -36,8 +36,8 @@ from hotswap.model import (
     Workload,
     find_condition,
 )
-from hotswap.planner.actions import ObjectRef
-from hotswap.slices import (
+from gke_tpu_priority.hotswap.planner.actions import ObjectRef
+from gke_tpu_priority.hotswap.slices import (
     MARKER_TAINTS,
     UNREACHABLE_TAINT,
     Slice,

@@ -1,5 +1,6 @@
-"""CLI: `python -m hotswap.sim [run] ...` for a custom fleet, `python -m hotswap.sim bench --out DIR`,
-`python -m hotswap.sim sweep --scenario NAME --param FIELD=v1,v2 ...` for parameter sensitivity."""
+"""CLI: `python -m gke_tpu_priority.hotswap.sim [run] ...` for a custom fleet,
+`python -m gke_tpu_priority.hotswap.sim bench --out DIR`,
+`python -m gke_tpu_priority.hotswap.sim sweep --scenario NAME --param FIELD=v1,v2 ...` for parameter sensitivity."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hotswap.sim.bench import SCALING_SIZES, add_exchange_rates, bench, rescore, run_scenarios, seeds_for, table
-from hotswap.sim.fleet import fleet_table
-from hotswap.sim.params import Failures, Fleet, JobClass, Scenario
-from hotswap.sim.report import markdown, scenarios_markdown
-from hotswap.sim.runner import POLICIES, run_one
-from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
-from hotswap.sim.sweep import SweepError, parse_param, render, sweep
+from gke_tpu_priority.hotswap.sim.bench import (
+    SCALING_SIZES,
+    add_exchange_rates,
+    bench,
+    rescore,
+    run_scenarios,
+    seeds_for,
+    table,
+)
+from gke_tpu_priority.hotswap.sim.fleet import fleet_table
+from gke_tpu_priority.hotswap.sim.params import Failures, Fleet, JobClass, Scenario
+from gke_tpu_priority.hotswap.sim.report import markdown, scenarios_markdown
+from gke_tpu_priority.hotswap.sim.runner import POLICIES, run_one
+from gke_tpu_priority.hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, standard_scenarios
+from gke_tpu_priority.hotswap.sim.sweep import SweepError, parse_param, render, sweep
 
 
 def _job_class(text: str) -> JobClass:
@@ -46,7 +55,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hotswap.sim", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gke_tpu_priority.hotswap.sim", description=__doc__)
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="simulate a custom fleet under one or all policies (default command)")
     run.add_argument("--slices", type=int, default=32, help="TPU slices (node pools), default 32")
@@ -236,7 +245,7 @@ def _sweep(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from hotswap.sim.fleet import fleet_bench
+    from gke_tpu_priority.hotswap.sim.fleet import fleet_bench
 
     if args.seeds < 1 or args.scale <= 0 or args.workers < 1:
         parser.error("--seeds and --workers must be >= 1 and --scale > 0")
@@ -249,7 +258,7 @@ def _fleet(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _ratios(summaries: dict[str, dict[str, object]]) -> dict[str, float]:
-    from hotswap.sim.bench import ratio
+    from gke_tpu_priority.hotswap.sim.bench import ratio
 
     out: dict[str, float] = {}
     for base in ("none", "scheduler"):

@@ -1,4 +1,5 @@
-"""`python -m hotswap.sim bench`: standard scenarios x seeds x every policy, reconciler scaling, tables, JSON, PNG.
+"""`python -m gke_tpu_priority.hotswap.sim bench`: standard scenarios x seeds x every policy, reconciler scaling,
+tables, JSON, PNG.
 
 Every scenario runs under several seeds (identical event streams across policies within a seed). The
 contract figures under `scenarios.<name>.policies.<policy>` are pooled over the seeds (percentiles over all
@@ -42,15 +43,21 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from hotswap.sim.fleet import fleet_bench
-from hotswap.sim.metrics import exchange_rate, pool
-from hotswap.sim.params import Scenario
-from hotswap.sim.plot import plot_mttr
-from hotswap.sim.runner import POLICIES, run_one
-from hotswap.sim.scaling import measure
-from hotswap.sim.scenarios import DEFAULT_SEED, DEFAULT_SEEDS, SEED_MULTIPLIER, signal_scenarios, standard_scenarios
-from hotswap.sim.simulator import RunResult
-from hotswap.sim.workers import worker_pool
+from gke_tpu_priority.hotswap.sim.fleet import fleet_bench
+from gke_tpu_priority.hotswap.sim.metrics import exchange_rate, pool
+from gke_tpu_priority.hotswap.sim.params import Scenario
+from gke_tpu_priority.hotswap.sim.plot import plot_mttr
+from gke_tpu_priority.hotswap.sim.runner import POLICIES, run_one
+from gke_tpu_priority.hotswap.sim.scaling import measure
+from gke_tpu_priority.hotswap.sim.scenarios import (
+    DEFAULT_SEED,
+    DEFAULT_SEEDS,
+    SEED_MULTIPLIER,
+    signal_scenarios,
+    standard_scenarios,
+)
+from gke_tpu_priority.hotswap.sim.simulator import RunResult
+from gke_tpu_priority.hotswap.sim.workers import worker_pool
 
 FLEET_SEEDS = 2
 """Seeds of the multi-region fleet scenario (`hotswap.sim.fleet.region_degraded`) in `make bench`."""

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from hotswap.sim.params import Scenario
-from hotswap.sim.state import Job
+from gke_tpu_priority.hotswap.sim.params import Scenario
+from gke_tpu_priority.hotswap.sim.state import Job
 
 
 @dataclass(frozen=True)

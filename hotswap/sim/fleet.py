@@ -18,12 +18,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hotswap.sim.engine import EventLoop
-from hotswap.sim.metrics import Recorder, percentile, pool
-from hotswap.sim.multikueue import DispatchStats, FleetMode, Manager
-from hotswap.sim.params import HOUR, Failures, Fleet, JobClass, Scenario, Seconds, Timing
-from hotswap.sim.runner import POLICIES
-from hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.engine import EventLoop
+from gke_tpu_priority.hotswap.sim.metrics import Recorder, percentile, pool
+from gke_tpu_priority.hotswap.sim.multikueue import DispatchStats, FleetMode, Manager
+from gke_tpu_priority.hotswap.sim.params import HOUR, Failures, Fleet, JobClass, Scenario, Seconds, Timing
+from gke_tpu_priority.hotswap.sim.runner import POLICIES
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
 
 FLEET_POLICIES = ("none", "scheduler", "reconciler")
 """The policies the fleet benchmark runs: no preemption, GKE's pattern, ours. The others need nothing new from a
@@ -221,7 +221,9 @@ def fleet_bench(
 ) -> dict[str, Any]:
     """`region_degraded` (or `scenario`) in both modes under FLEET_POLICIES, over `seeds` seeds, pooled as the
     bench pools seeds; exchange rates against the same mode's `none`. Returns the JSON block."""
-    from hotswap.sim.bench import add_exchange_rates  # here: bench imports matplotlib, the fleet model needs none
+    from gke_tpu_priority.hotswap.sim.bench import (
+        add_exchange_rates,  # here: bench imports matplotlib, the fleet model needs none
+    )
 
     base = scenario or region_degraded(seed, scale)
     runs = [
@@ -231,7 +233,7 @@ def fleet_bench(
         for policy in FLEET_POLICIES
     ]
     if workers > 1:
-        from hotswap.sim.workers import worker_pool
+        from gke_tpu_priority.hotswap.sim.workers import worker_pool
 
         with worker_pool(workers) as ex:
             results = list(ex.map(_run_args, runs))

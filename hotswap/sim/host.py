@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from hotswap.sim.cohort import Cohort
-from hotswap.sim.engine import EventLoop
-from hotswap.sim.metrics import Recorder
-from hotswap.sim.params import Capacity, FailureKind, Scenario, Timing
-from hotswap.sim.state import Departure, Job, Pod, Slice
+from gke_tpu_priority.hotswap.sim.cohort import Cohort
+from gke_tpu_priority.hotswap.sim.engine import EventLoop
+from gke_tpu_priority.hotswap.sim.metrics import Recorder
+from gke_tpu_priority.hotswap.sim.params import Capacity, FailureKind, Scenario, Timing
+from gke_tpu_priority.hotswap.sim.state import Departure, Job, Pod, Slice
 
 
 class SimHost(Protocol):

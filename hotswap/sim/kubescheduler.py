@@ -21,8 +21,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hotswap.sim.params import Capacity
-from hotswap.sim.state import Pod, PodPhase, Slice
+from gke_tpu_priority.hotswap.sim.params import Capacity
+from gke_tpu_priority.hotswap.sim.state import Pod, PodPhase, Slice
 
 
 @dataclass(frozen=True)

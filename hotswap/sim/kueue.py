@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from hotswap.sim.cohort import Cohort
-from hotswap.sim.params import Capacity
-from hotswap.sim.state import Job, JobState, Slice
+from gke_tpu_priority.hotswap.sim.cohort import Cohort
+from gke_tpu_priority.hotswap.sim.params import Capacity
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, Slice
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 
-from hotswap.sim import kueue
-from hotswap.sim.engine import EventLoop
-from hotswap.sim.params import HOUR, JobClass
-from hotswap.sim.simulator import Simulator
-from hotswap.sim.state import Job, JobState
+from gke_tpu_priority.hotswap.sim import kueue
+from gke_tpu_priority.hotswap.sim.engine import EventLoop
+from gke_tpu_priority.hotswap.sim.params import HOUR, JobClass
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.state import Job, JobState
 
 
 class FleetMode(StrEnum):

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.config import HotswapConfig
 
 HOUR = 3600.0
 MINUTE = 60.0

@@ -1,4 +1,5 @@
-"""`python -m hotswap.sim.passbench LISTING NOW PASSES EVENTS`: one reconciler process's passes, measured.
+"""`python -m gke_tpu_priority.hotswap.sim.passbench LISTING NOW PASSES EVENTS`: one reconciler process's
+passes, measured.
 
 Run by hotswap/sim/scaling.py in a fresh interpreter so the peak resident memory is the reconciler's alone. It
 imports what the reconciler process imports (the controller, the Kubernetes client, aiohttp, prometheus), converts
@@ -18,13 +19,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import hotswap.controller  # noqa: F401  (its imports are part of the process's memory)
-from hotswap.gctuning import collection_deferred, freeze_long_lived
-from hotswap.kube.snapshot import SnapshotBuilder, trimmed
-from hotswap.kube.store import Store, object_key
-from hotswap.planner import plan
-from hotswap.sim.metrics import percentile
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
+import gke_tpu_priority.hotswap.controller  # noqa: F401  (its imports are part of the process's memory)
+from gke_tpu_priority.hotswap.gctuning import collection_deferred, freeze_long_lived
+from gke_tpu_priority.hotswap.kube.snapshot import SnapshotBuilder, trimmed
+from gke_tpu_priority.hotswap.kube.store import Store, object_key
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.sim.metrics import percentile
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
 
 
 def rss_mb() -> float:

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from hotswap.annotations import NODEPOOL_LABEL
-from hotswap.kube.snapshot import (
+from gke_tpu_priority.hotswap.annotations import NODEPOOL_LABEL
+from gke_tpu_priority.hotswap.kube.snapshot import (
     ACCELERATOR_LABEL,
     INSTANCE_TYPE_LABEL,
     JOB_INDEX_LABEL,
@@ -28,8 +28,8 @@ from hotswap.kube.snapshot import (
     TOPOLOGY_LABEL,
     TPU_RESOURCE,
 )
-from hotswap.model import ClusterQueue, ClusterSnapshot, JobSet, Node, Pod, Workload
-from hotswap.slices import CAPACITY_LABEL
+from gke_tpu_priority.hotswap.model import ClusterQueue, ClusterSnapshot, JobSet, Node, Pod, Workload
+from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL
 
 JsonObj = dict[str, Any]
 

@@ -1,4 +1,4 @@
-"""`python -m hotswap.sim report build/bench/hotswap.json`: the bench's figures as Markdown tables.
+"""`python -m gke_tpu_priority.hotswap.sim report build/bench/hotswap.json`: the bench's figures as Markdown tables.
 
 docs/benchmarks.md quotes these tables; generating them from the JSON keeps the document and the run it cites
 in step (no figure typed by hand).

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hotswap.sim.params import Scenario
-from hotswap.sim.policies.base import Policy
-from hotswap.sim.policies.hero import HeroPolicy
-from hotswap.sim.policies.hindsight import HindsightPolicy
-from hotswap.sim.policies.kueue_tas import KueueTASPolicy
-from hotswap.sim.policies.none import NonePolicy
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.policies.repair_signal import RepairSignalReconciler
-from hotswap.sim.policies.scheduler import SchedulerPolicy, SchedulerRecreatePolicy
-from hotswap.sim.simulator import RunResult, Simulator
+from gke_tpu_priority.hotswap.sim.params import Scenario
+from gke_tpu_priority.hotswap.sim.policies.base import Policy
+from gke_tpu_priority.hotswap.sim.policies.hero import HeroPolicy
+from gke_tpu_priority.hotswap.sim.policies.hindsight import HindsightPolicy
+from gke_tpu_priority.hotswap.sim.policies.kueue_tas import KueueTASPolicy
+from gke_tpu_priority.hotswap.sim.policies.none import NonePolicy
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.policies.repair_signal import RepairSignalReconciler
+from gke_tpu_priority.hotswap.sim.policies.scheduler import SchedulerPolicy, SchedulerRecreatePolicy
+from gke_tpu_priority.hotswap.sim.simulator import RunResult, Simulator
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "none": NonePolicy,
@@ -29,7 +29,8 @@ POLICIES: dict[str, Callable[[], Policy]] = {
 WHAT_IF: dict[str, Callable[[], Policy]] = {
     "reconciler+repair-signal": RepairSignalReconciler,
 }
-"""Policies that are not in the standard bench: what a mechanism would be worth (`python -m hotswap.sim whatif`)."""
+"""Policies that are not in the standard bench: what a mechanism would be worth
+(`python -m gke_tpu_priority.hotswap.sim whatif`)."""
 
 
 def run_one(scenario: Scenario, policy: str) -> RunResult:

@@ -20,14 +20,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot
-from hotswap.sim.params import FailureKind, Failures, Fleet, JobClass, Scenario
-from hotswap.sim.policies.none import NonePolicy
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.raw import pages
-from hotswap.sim.simulator import Simulator
-from hotswap.sim.snapshot import at
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterSnapshot
+from gke_tpu_priority.hotswap.sim.params import FailureKind, Failures, Fleet, JobClass, Scenario
+from gke_tpu_priority.hotswap.sim.policies.none import NonePolicy
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.raw import pages
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.snapshot import at
 
 
 def scaling_scenario(slices: int, seed: int) -> Scenario:

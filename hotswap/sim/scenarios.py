@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from hotswap.sim.params import HOUR, MINUTE, ClusterQueueSpec, Failures, Fleet, JobClass, RepairBand, Scenario
+from gke_tpu_priority.hotswap.sim.params import (
+    HOUR,
+    MINUTE,
+    ClusterQueueSpec,
+    Failures,
+    Fleet,
+    JobClass,
+    RepairBand,
+    Scenario,
+)
 
 DEFAULT_SEED = 20260901
 DEFAULT_SEEDS = 4

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from hotswap.sim import kubescheduler, kueue
-from hotswap.sim.cohort import Cohort
-from hotswap.sim.engine import EventLoop
-from hotswap.sim.metrics import Recorder, summarise
-from hotswap.sim.params import (
+from gke_tpu_priority.hotswap.sim import kubescheduler, kueue
+from gke_tpu_priority.hotswap.sim.cohort import Cohort
+from gke_tpu_priority.hotswap.sim.engine import EventLoop
+from gke_tpu_priority.hotswap.sim.metrics import Recorder, summarise
+from gke_tpu_priority.hotswap.sim.params import (
     HOUR,
     Capacity,
     FailureClock,
@@ -29,8 +29,8 @@ from hotswap.sim.params import (
     Scenario,
     StormArrivals,
 )
-from hotswap.sim.policies.base import Policy
-from hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice, checkpointed_s
+from gke_tpu_priority.hotswap.sim.policies.base import Policy
+from gke_tpu_priority.hotswap.sim.state import Departure, Job, JobState, Pod, PodPhase, Slice, checkpointed_s
 
 
 @dataclass(frozen=True)

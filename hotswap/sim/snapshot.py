@@ -17,9 +17,9 @@ import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from hotswap.annotations import JOBSET_EXCLUSIVE_TOPOLOGY, NODEPOOL_LABEL, format_time
-from hotswap.config import HotswapConfig
-from hotswap.model import (
+from gke_tpu_priority.hotswap.annotations import JOBSET_EXCLUSIVE_TOPOLOGY, NODEPOOL_LABEL, format_time
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import (
     ClusterQueue,
     ClusterSnapshot,
     Condition,
@@ -36,11 +36,17 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
-from hotswap.sim.params import Capacity
-from hotswap.sim.state import Job, JobState, Slice, checkpointed_s
-from hotswap.sim.state import Pod as SimPod
-from hotswap.sim.state import PodPhase as SimPhase
-from hotswap.slices import CAPACITY_LABEL, QUEUED_LABEL, QUEUED_TAINT, UNREACHABLE_TAINT, request_owned_labels
+from gke_tpu_priority.hotswap.sim.params import Capacity
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, Slice, checkpointed_s
+from gke_tpu_priority.hotswap.sim.state import Pod as SimPod
+from gke_tpu_priority.hotswap.sim.state import PodPhase as SimPhase
+from gke_tpu_priority.hotswap.slices import (
+    CAPACITY_LABEL,
+    QUEUED_LABEL,
+    QUEUED_TAINT,
+    UNREACHABLE_TAINT,
+    request_owned_labels,
+)
 
 SIM_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 NAMESPACE = "training"

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from hotswap.sim.engine import Handle
-from hotswap.sim.params import Capacity, FailureKind, JobClass
+from gke_tpu_priority.hotswap.sim.engine import Handle
+from gke_tpu_priority.hotswap.sim.params import Capacity, FailureKind, JobClass
 
 
 def checkpointed_s(ran_s: float, interval_s: float) -> float:

@@ -1,4 +1,4 @@
-"""`python -m hotswap.sim sweep`: one scenario over a grid of parameter values x seeds x policies.
+"""`python -m gke_tpu_priority.hotswap.sim sweep`: one scenario over a grid of parameter values x seeds x policies.
 
 How much do the policies' MTTR figures depend on timings nobody controls (termination grace, pod start, failure
 rate...)? Each grid point is a copy of the scenario with some fields replaced; every point runs under the same
@@ -18,10 +18,17 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from hotswap.sim.bench import QUANTILES, add_exchange_rates, fmt, mttr_ratios, restart_floor_s, run_many
-from hotswap.sim.metrics import pool
-from hotswap.sim.params import Scenario
-from hotswap.sim.runner import POLICIES
+from gke_tpu_priority.hotswap.sim.bench import (
+    QUANTILES,
+    add_exchange_rates,
+    fmt,
+    mttr_ratios,
+    restart_floor_s,
+    run_many,
+)
+from gke_tpu_priority.hotswap.sim.metrics import pool
+from gke_tpu_priority.hotswap.sim.params import Scenario
+from gke_tpu_priority.hotswap.sim.runner import POLICIES
 
 NOT_SWEPT = frozenset({"name", "seed"})
 """Scenario fields that are not grid axes: seeds are the --seeds axis and the name labels the report."""

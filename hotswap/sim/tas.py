@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from hotswap.sim.cohort import Cohort, fill_back
-from hotswap.sim.kueue import LADDER, AdmissionPlan, _victims_in_flavor, queued_in_order, rungs
-from hotswap.sim.params import Capacity
-from hotswap.sim.state import Job, JobState, Slice
+from gke_tpu_priority.hotswap.sim.cohort import Cohort, fill_back
+from gke_tpu_priority.hotswap.sim.kueue import LADDER, AdmissionPlan, _victims_in_flavor, queued_in_order, rungs
+from gke_tpu_priority.hotswap.sim.params import Capacity
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, Slice
 
 
 def _usable(s: Slice, job: Job) -> bool:

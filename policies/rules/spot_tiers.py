@@ -39,7 +39,7 @@ ALLOW_SPOT_ANNOTATION = "gke-tpu-priority.io/allow-spot"
 # suite) take a bracketed word for a rule name.
 FIX = (
     f"add a required node affinity each of whose terms excludes spot ({CAPACITY_LABEL} NotIn {SPOT_CAPACITY}), as "
-    f"the JobSet builder's allowSpot: false (python -m components.workloads --no-spot) writes, or pin another "
+    f"the JobSet builder's allowSpot: false (gke-tpu-jobset --no-spot) writes, or pin another "
     f"capacity with the nodeSelector {CAPACITY_LABEL}"
 )
 

@@ -79,7 +79,7 @@ def _through_kueue_hint(kind: str) -> str:
     )
     return (
         f"{why}. TPU is reachable only through JobSets and Jobs that Kueue admits: submit a JobSet "
-        "(python -m components.workloads), and keep TPU tolerations, selectors and nodeName out of other pods."
+        "(gke-tpu-jobset), and keep TPU tolerations, selectors and nodeName out of other pods."
     )
 
 

@@ -3,7 +3,7 @@ queue can ever have; and a ClusterQueue whose TPU quota is smaller than one slic
 
 Kueue accepts all three and then keeps the workload pending forever, with no error: the team sees a JobSet that
 never starts. These rules need the platform's objects (ResourceFlavors, ClusterQueues, LocalQueues) next to the
-workloads, as `python -m policies.check build/<stack>/manifests.yaml team/` gives them; with only the team's YAML
+workloads, as `gke-tpu-priority-check build/<stack>/manifests.yaml team/` gives them; with only the team's YAML
 they stay silent rather than guess. They never report what might fit: borrowing through a cohort counts, and a
 cohort with a parent or quota of its own counts as unbounded.
 """

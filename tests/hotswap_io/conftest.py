@@ -10,7 +10,7 @@ import yaml
 from fakes.apiserver import FakeApiServer
 from kubernetes_asyncio import client
 
-from hotswap.kube.client import new_api_client
+from gke_tpu_priority.hotswap.kube.client import new_api_client
 
 ClientFactory = Callable[[str], Awaitable[client.ApiClient]]
 

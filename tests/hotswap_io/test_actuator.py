@@ -10,13 +10,13 @@ import pytest
 from fakes.apiserver import FakeApiServer, Fault, merge_patch
 from kubernetes_asyncio import client
 
-from components.workloads.jobset import TpuJobSetSpec, tpu_jobset
-from hotswap.annotations import AnnotationKeys, OpRecord
-from hotswap.kube.actuator import Actuator, LeadershipLost, Result
-from hotswap.kube.events import EventRecorder
-from hotswap.kube.ratelimit import TokenBucket
-from hotswap.metrics import Metrics
-from hotswap.planner.actions import (
+from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, OpRecord
+from gke_tpu_priority.hotswap.kube.actuator import Actuator, LeadershipLost, Result
+from gke_tpu_priority.hotswap.kube.events import EventRecorder
+from gke_tpu_priority.hotswap.kube.ratelimit import TokenBucket
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.planner.actions import (
     Action,
     ClearOp,
     Decision,

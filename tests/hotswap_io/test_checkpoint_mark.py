@@ -1,4 +1,4 @@
-"""`hotswap mark-checkpoint` against the fake API server: one merge patch of the JobSet's annotation."""
+"""`kubectl-hotswap mark-checkpoint` against the fake API server: one merge patch of the JobSet's annotation."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fakes.apiserver import FakeApiServer
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.cli import main
-from hotswap.kube.checkpoint import CheckpointTargetError, mark_checkpoint, resolve_target
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.cli import main
+from gke_tpu_priority.hotswap.kube.checkpoint import CheckpointTargetError, mark_checkpoint, resolve_target
 
 from .cluster import JOBSETS, NS
 from .conftest import ClientFactory, write_kubeconfig

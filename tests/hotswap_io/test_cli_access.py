@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fakes.apiserver import FakeApiServer, Fault
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.kube.access import ClusterAccessError, choose_access
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.kube.access import ClusterAccessError, choose_access
 
 from .cluster import NS, WORKLOADS
 from .conftest import write_kubeconfig
@@ -72,7 +72,7 @@ async def cli(*args: str, home: Path, extra_env: dict[str, str] | None = None, c
     """Run the CLI as an operator would: a fresh process, outside a pod, HOME at ``home``."""
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     env |= {"HOME": str(home), **(extra_env or {})}
-    argv = ["-c", code, *args] if code else ["-m", "hotswap", *args]
+    argv = ["-c", code, *args] if code else ["-m", "gke_tpu_priority.hotswap", *args]
     process = await asyncio.create_subprocess_exec(
         sys.executable, *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
@@ -103,7 +103,7 @@ async def test_without_credentials_is_one_sentence(tmp_path: Path, command: str)
     assert code == 2
     assert "Traceback" not in err
     assert err.strip().splitlines() == [
-        f"hotswap {command}: no cluster credentials: not running in a pod, $KUBECONFIG is unset and "
+        f"kubectl hotswap {command}: no cluster credentials: not running in a pod, $KUBECONFIG is unset and "
         f"{tmp_path / '.kube' / 'config'} does not exist; run `gcloud container clusters get-credentials CLUSTER "
         "--location REGION` (or pass --kubeconfig FILE)"
     ]
@@ -113,10 +113,10 @@ async def test_unknown_context_and_unreachable_server_are_sentences(tmp_path: Pa
     home = home_with_kubeconfig(tmp_path, "https://127.0.0.1:9")
     code, _, err = await cli("release-all", "--context", "nope", home=home)
     assert code == 2 and "Traceback" not in err
-    assert err.startswith("hotswap release-all: the kubeconfig cannot be used:") and "nope" in err
+    assert err.startswith("kubectl hotswap release-all: the kubeconfig cannot be used:") and "nope" in err
     code, _, err = await cli("release-all", home=home)
     assert code == 1 and "Traceback" not in err
-    assert err.startswith("hotswap release-all: cannot reach the Kubernetes API server")
+    assert err.startswith("kubectl hotswap release-all: cannot reach the Kubernetes API server")
 
 
 async def test_rbac_refusal_names_what_the_account_needs(api: FakeApiServer, tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ WITHOUT_EXTRA = """
 import sys
 for name in ("kubernetes_asyncio", "aiohttp", "prometheus_client"):
     sys.modules[name] = None
-from hotswap.cli import main
+from gke_tpu_priority.hotswap.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -139,11 +139,11 @@ sys.exit(main(sys.argv[1:]))
 async def test_without_the_extra_help_works_and_commands_say_what_to_install(tmp_path: Path) -> None:
     for command in ("release-all", "run", "mark-checkpoint", "status"):
         code, out, err = await cli(command, "--help", home=tmp_path, code=WITHOUT_EXTRA)
-        assert code == 0 and f"usage: hotswap {command}" in out, err
+        assert code == 0 and f"usage: kubectl hotswap {command}" in out, err
     home = home_with_kubeconfig(tmp_path, "https://127.0.0.1:9")
     code, _, err = await cli("release-all", home=home, code=WITHOUT_EXTRA)
     assert code == 2
     assert err.strip() == (
-        "hotswap release-all: `hotswap release-all` needs the reconciler's Kubernetes client, which this install "
-        "lacks (no module 'kubernetes_asyncio'): pip install 'gke-tpu-priority[hotswap]'"
+        "kubectl hotswap release-all: `kubectl hotswap release-all` needs the reconciler's Kubernetes client, which "
+        "this install lacks (no module 'kubernetes_asyncio'): pip install 'gke-tpu-priority[hotswap]'"
     )

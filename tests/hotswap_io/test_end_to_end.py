@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from fakes.apiserver import FakeApiServer, Fault
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.config import HotswapConfig, LeaderElectionConfig
-from hotswap.controller import Controller
-from hotswap.kube.actuator import Result
-from hotswap.planner.actions import EventReason, TaintNode
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.config import HotswapConfig, LeaderElectionConfig
+from gke_tpu_priority.hotswap.controller import Controller
+from gke_tpu_priority.hotswap.kube.actuator import Result
+from gke_tpu_priority.hotswap.planner.actions import EventReason, TaintNode
 
 from .cluster import (
     JOBSETS,
@@ -320,7 +320,7 @@ async def test_a_pass_plans_with_cyclic_gc_deferred_and_turns_it_back_on(
 ) -> None:
     import gc
 
-    import hotswap.controller as controller_module
+    import gke_tpu_priority.hotswap.controller as controller_module
 
     seen: list[bool] = []
     real_plan = controller_module.make_plan

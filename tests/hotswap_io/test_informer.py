@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
 
-from hotswap.kube.backoff import Backoff
-from hotswap.kube.client import new_api_client
-from hotswap.kube.informer import Informer
-from hotswap.kube.resources import NODES, PODS, PRIORITY_CLASSES, TOPOLOGIES, WORKLOADS
-from hotswap.kube.snapshot import SnapshotBuilder
-from hotswap.metrics import Metrics
-from hotswap.model import Pod
+from gke_tpu_priority.hotswap.kube.backoff import Backoff
+from gke_tpu_priority.hotswap.kube.client import new_api_client
+from gke_tpu_priority.hotswap.kube.informer import Informer
+from gke_tpu_priority.hotswap.kube.resources import NODES, PODS, PRIORITY_CLASSES, TOPOLOGIES, WORKLOADS
+from gke_tpu_priority.hotswap.kube.snapshot import SnapshotBuilder
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.model import Pod
 
 from .conftest import ClientFactory, write_kubeconfig
 from .helpers import eventually, node, pod

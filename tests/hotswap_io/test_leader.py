@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from fakes.apiserver import FakeApiServer, Fault
 
-from hotswap.kube.leader import LeaderElector, LeaseSettings
-from hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.kube.leader import LeaderElector, LeaseSettings
+from gke_tpu_priority.hotswap.metrics import Metrics
 
 from .conftest import ClientFactory
 from .helpers import eventually

@@ -11,15 +11,15 @@ import pytest
 from fakes.apiserver import FakeApiServer, Fault
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hotswap.config import LeaderElectionConfig
-from hotswap.controller import Controller
-from hotswap.kube.actuator import LeadershipLost, Result
-from hotswap.kube.informer import Informer, api_exception, retry_after
-from hotswap.kube.leader import LeaderElector, LeaseSettings
-from hotswap.kube.resources import NODES
-from hotswap.kube.snapshot import NODE_POOL_SLACK, SnapshotBuilder
-from hotswap.metrics import Metrics
-from hotswap.model import Node, Pod
+from gke_tpu_priority.hotswap.config import LeaderElectionConfig
+from gke_tpu_priority.hotswap.controller import Controller
+from gke_tpu_priority.hotswap.kube.actuator import LeadershipLost, Result
+from gke_tpu_priority.hotswap.kube.informer import Informer, api_exception, retry_after
+from gke_tpu_priority.hotswap.kube.leader import LeaderElector, LeaseSettings
+from gke_tpu_priority.hotswap.kube.resources import NODES
+from gke_tpu_priority.hotswap.kube.snapshot import NODE_POOL_SLACK, SnapshotBuilder
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.model import Node, Pod
 
 from .cluster import JOBSETS, NS, WORKLOADS, add_slices, base_cluster, jobset, workload
 from .conftest import ClientFactory

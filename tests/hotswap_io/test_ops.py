@@ -16,14 +16,14 @@ import aiohttp
 import pytest
 from fakes.apiserver import FakeApiServer
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.cli import build_parser
-from hotswap.kube.backoff import Backoff
-from hotswap.kube.ratelimit import TokenBucket
-from hotswap.kube.release_all import release_all
-from hotswap.logs import JsonFormatter, setup_logging
-from hotswap.metrics import Metrics
-from hotswap.server import OpsServer, make_app
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.cli import build_parser
+from gke_tpu_priority.hotswap.kube.backoff import Backoff
+from gke_tpu_priority.hotswap.kube.ratelimit import TokenBucket
+from gke_tpu_priority.hotswap.kube.release_all import release_all
+from gke_tpu_priority.hotswap.logs import JsonFormatter, setup_logging
+from gke_tpu_priority.hotswap.metrics import Metrics
+from gke_tpu_priority.hotswap.server import OpsServer, make_app
 
 from .cluster import NS, WORKLOADS
 from .conftest import ClientFactory, write_kubeconfig

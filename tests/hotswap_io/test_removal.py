@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault, Resource
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.kube.removal import being_removed, release_if_removed
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.kube.removal import being_removed, release_if_removed
 
 from .cluster import NS, WORKLOADS
 from .conftest import ClientFactory, write_kubeconfig

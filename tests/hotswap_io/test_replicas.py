@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from fakes.apiserver import FakeApiServer, Fault
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.config import HotswapConfig, LeaderElectionConfig
-from hotswap.controller import Controller, ExitCode
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.config import HotswapConfig, LeaderElectionConfig
+from gke_tpu_priority.hotswap.controller import Controller, ExitCode
 
 from .cluster import (
     NS,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hotswap.kube.snapshot import (
+from gke_tpu_priority.hotswap.kube.snapshot import (
     SnapshotBuilder,
     cluster_queue_from,
     jobset_from,
@@ -19,7 +19,7 @@ from hotswap.kube.snapshot import (
     tas_flavor_names,
     workload_from,
 )
-from hotswap.model import ConditionStatus, PodPhase, SliceShape, TaintEffect
+from gke_tpu_priority.hotswap.model import ConditionStatus, PodPhase, SliceShape, TaintEffect
 
 from .cluster import jobset, pod, tpu_node, workload
 

@@ -1,4 +1,4 @@
-"""`hotswap status` (issue 38, item 6): what is held, for whom, since when and why, readable in a terminal."""
+"""`kubectl hotswap status` (issue 38, item 6): what is held, for whom, since when and why, readable in a terminal."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fakes.apiserver import FakeApiServer, Fault
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.status import age, held_rows, op_rows, quarantine_rows, render
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.status import age, held_rows, op_rows, quarantine_rows, render
 
 from .cluster import NS, WORKLOADS
 from .test_cli_access import cli, home_with_kubeconfig

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from fakes.apiserver import FakeApiServer
 
-from hotswap.kube import snapshot as snapshot_module
-from hotswap.kube.snapshot import CachedJobSet, SnapshotBuilder
-from hotswap.model import Node, Pod, Workload
+from gke_tpu_priority.hotswap.kube import snapshot as snapshot_module
+from gke_tpu_priority.hotswap.kube.snapshot import CachedJobSet, SnapshotBuilder
+from gke_tpu_priority.hotswap.model import Node, Pod, Workload
 
 from .cluster import CLUSTER_QUEUES, JOBSETS, NS, jobset, tpu_node
 from .conftest import ClientFactory
@@ -92,7 +92,7 @@ async def test_the_event_loop_keeps_running_while_a_pass_plans(
     the plan must run while the loop serves others. The spy plan waits for the loop to answer it."""
     import threading
 
-    import hotswap.controller as controller_module
+    import gke_tpu_priority.hotswap.controller as controller_module
 
     answered = threading.Event()
     waited: list[bool] = []

@@ -20,10 +20,10 @@ import statistics
 import time
 from datetime import timedelta
 
-from hotswap.config import HotswapConfig
-from hotswap.gctuning import collection_deferred, freeze_long_lived
-from hotswap.model import ClusterSnapshot
-from hotswap.planner import plan
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.gctuning import collection_deferred, freeze_long_lived
+from gke_tpu_priority.hotswap.model import ClusterSnapshot
+from gke_tpu_priority.hotswap.planner import plan
 from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
 
 SLICES = 1024

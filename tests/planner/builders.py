@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Self
 
-from hotswap.annotations import JOBSET_EXCLUSIVE_TOPOLOGY, NODEPOOL_LABEL
-from hotswap.model import (
+from gke_tpu_priority.hotswap.annotations import JOBSET_EXCLUSIVE_TOPOLOGY, NODEPOOL_LABEL
+from gke_tpu_priority.hotswap.model import (
     ClusterQueue,
     ClusterSnapshot,
     Condition,
@@ -28,7 +28,7 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
-from hotswap.slices import NOT_READY_TAINT, UNREACHABLE_TAINT, expected_host_count
+from gke_tpu_priority.hotswap.slices import NOT_READY_TAINT, UNREACHABLE_TAINT, expected_host_count
 
 T0 = datetime(2026, 9, 1, 12, 0, 0, tzinfo=UTC)
 """Reference 'now' for tests; objects default to being created an hour earlier."""

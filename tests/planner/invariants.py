@@ -11,11 +11,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, decode_history
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, SliceShape, Workload
-from hotswap.planner import plan as make_plan
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, decode_history
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, ConditionStatus, JobSet, PodPhase, SliceShape, Workload
+from gke_tpu_priority.hotswap.planner import plan as make_plan
+from gke_tpu_priority.hotswap.planner.actions import (
     ClearOp,
     EventReason,
     FastFailPod,
@@ -26,8 +26,15 @@ from hotswap.planner.actions import (
     ReleaseVictim,
     make_op_id,
 )
-from hotswap.planner.simulate import apply_actions
-from hotswap.slices import Slice, SliceHealth, classify_slices, confirm_failures, expected_host_count, slice_key
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.slices import (
+    Slice,
+    SliceHealth,
+    classify_slices,
+    confirm_failures,
+    expected_host_count,
+    slice_key,
+)
 
 
 def _workload_index(snapshot: ClusterSnapshot) -> dict[str, Workload]:

@@ -13,12 +13,12 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.config import HotswapConfig
-from hotswap.kube.snapshot import node_from, shape_from_pod_spec
-from hotswap.model import SliceShape
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan, RecordOp
-from hotswap.slices import CAPACITY_LABEL
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.kube.snapshot import node_from, shape_from_pod_spec
+from gke_tpu_priority.hotswap.model import SliceShape
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, RecordOp
+from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL
 from tests.planner.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.config import ConfigError, HotswapConfig, load_config
-from hotswap.model import ClusterSnapshot, JobSet, PodPhase
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan
+from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, load_config
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, JobSet, PodPhase
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan
 from tests.planner.builders import T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hotswap.config import ConfigError, HotswapConfig, Mode, Scope, load_config
+from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, Mode, Scope, load_config
 
 
 def test_defaults_match_the_specification() -> None:

@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hotswap.annotations import AnnotationKeys, OpRecord
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, JobSet, PodPhase
-from hotswap.planner import plan
-from hotswap.planner.actions import ClearOp, EventReason, HoldVictim, RecordOp
-from hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, OpRecord
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, JobSet, PodPhase
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import ClearOp, EventReason, HoldVictim, RecordOp
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, format_time
-from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
-from hotswap.model import ClusterSnapshot, ConditionStatus, DepartedPod, JobSet, PodPhase, SliceShape
-from hotswap.planner import plan
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, HeldBy, OpRecord, format_time
+from gke_tpu_priority.hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, ConditionStatus, DepartedPod, JobSet, PodPhase, SliceShape
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import (
     ClearOp,
     EventReason,
     FastFailPod,
@@ -21,7 +21,7 @@ from hotswap.planner.actions import (
     ReleaseReason,
     ReleaseVictim,
 )
-from hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
@@ -106,7 +106,7 @@ def test_A7_tainted_slice_with_running_preemptor_pods_is_not_a_disruption() -> N
     fleet = Fleet().slices("p0", "p1", "v0")
     fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
     fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
-    from hotswap.model import TaintEffect
+    from gke_tpu_priority.hotswap.model import TaintEffect
 
     for name in fleet.pools["p0"]:
         old = fleet.nodes[name]
@@ -138,7 +138,7 @@ def test_A10_application_crash_on_healthy_slice_plans_nothing() -> None:
     fleet = Fleet().slices("p0", "p1", "v0")
     high = fleet.run(JobSetBuilder("ml", "high").replicated_job("w", 2), ["p0", "p1"], 1000)
     fleet.run(JobSetBuilder("ml", "low").replicated_job("w", 1), ["v0"], 10)
-    from hotswap.model import PodPhase
+    from gke_tpu_priority.hotswap.model import PodPhase
 
     fleet.pods = [replace(p, phase=PodPhase.FAILED) if p.jobset_name == high.name else p for p in fleet.pods]
     assert run(fleet.snapshot()).actions == ()
@@ -222,7 +222,7 @@ def test_B10_victim_already_evicted_by_kueue_is_not_selected() -> None:
 
 
 def test_B11_victim_with_only_pending_pods_is_not_a_candidate() -> None:
-    from hotswap.model import PodPhase
+    from gke_tpu_priority.hotswap.model import PodPhase
 
     fleet, _ = disrupted_fleet({"low": 10})
     fleet.pods = [

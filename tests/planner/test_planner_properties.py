@@ -8,12 +8,12 @@ from datetime import timedelta
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from hotswap.annotations import AnnotationKeys
-from hotswap.config import HotswapConfig, Scope
-from hotswap.model import ClusterSnapshot, PodPhase
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, RecordOp
-from hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys
+from gke_tpu_priority.hotswap.config import HotswapConfig, Scope
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, PodPhase
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, RecordOp
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 

@@ -18,9 +18,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hotswap.annotations import KUEUE_PRIORITY_BOOST, AnnotationKeys, HeldBy, OpRecord, format_time
-from hotswap.config import HotswapConfig, Scope
-from hotswap.model import (
+from gke_tpu_priority.hotswap.annotations import KUEUE_PRIORITY_BOOST, AnnotationKeys, HeldBy, OpRecord, format_time
+from gke_tpu_priority.hotswap.config import HotswapConfig, Scope
+from gke_tpu_priority.hotswap.model import (
     ClusterSnapshot,
     ConditionStatus,
     DepartedPod,
@@ -31,7 +31,7 @@ from hotswap.model import (
     TaintEffect,
     Workload,
 )
-from hotswap.planner.victims import (
+from gke_tpu_priority.hotswap.planner.victims import (
     Candidate,
     VictimIndex,
     choose_victims,
@@ -40,8 +40,8 @@ from hotswap.planner.victims import (
     victim_order,
     why_not_victim,
 )
-from hotswap.planner.world import Unit, World, build_world
-from hotswap.slices import (
+from gke_tpu_priority.hotswap.planner.world import Unit, World, build_world
+from gke_tpu_priority.hotswap.slices import (
     NOT_READY_TAINT,
     UNREACHABLE_TAINT,
     Slice,

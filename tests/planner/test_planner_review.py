@@ -8,13 +8,19 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.annotations import AnnotationKeys, format_time
-from hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
-from hotswap.model import ClusterQueue, ClusterSnapshot, ConditionStatus, JobSet
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan, RecordOp, ReleaseReason, ReleaseVictim
-from hotswap.planner.simulate import apply_actions
-from hotswap.planner.world import NO_OWNER, NODE_SELECTOR, NODE_WITHOUT_TPU_LABELS, NOT_ADMITTED, NOT_EXCLUSIVE
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, format_time
+from gke_tpu_priority.hotswap.config import HotswapConfig, ReleaseOnPreemptorGone, Scope
+from gke_tpu_priority.hotswap.model import ClusterQueue, ClusterSnapshot, ConditionStatus, JobSet
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, RecordOp, ReleaseReason, ReleaseVictim
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.planner.world import (
+    NO_OWNER,
+    NODE_SELECTOR,
+    NODE_WITHOUT_TPU_LABELS,
+    NOT_ADMITTED,
+    NOT_EXCLUSIVE,
+)
 from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 from tests.planner.test_planner_matrix import _fresh

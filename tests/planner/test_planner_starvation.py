@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from hotswap.annotations import AnnotationKeys, OpRecord, format_time
-from hotswap.config import ConfigError, HotswapConfig, load_config
-from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet
-from hotswap.planner import plan
-from hotswap.planner.actions import EventReason, EventType, HoldVictim, Plan, RecordOp, make_op_id
-from hotswap.planner.world import build_world
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, OpRecord, format_time
+from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, load_config
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, ConditionStatus, JobSet
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import EventReason, EventType, HoldVictim, Plan, RecordOp, make_op_id
+from gke_tpu_priority.hotswap.planner.world import build_world
 from tests.planner.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 
@@ -251,7 +251,7 @@ def test_infra_preemptors_go_first_and_share_the_victim_budget() -> None:
     assert [e.involved.name for e in blocked] == [starved.name]
     assert "maxVictimsPerPass" in blocked[0].message and "starved since" in blocked[0].message
     # The next pass, with the infra victim held, has budget for the starved JobSet.
-    from hotswap.planner.simulate import apply_actions
+    from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 
     later = checked(apply_actions(snapshot, result.actions, T0), config)
     assert [p for _, p in holds(later)] == [fleet.workload_of(starved).name]
@@ -302,7 +302,7 @@ def test_a_new_starvation_op_fences_admissions_into_the_freed_quota_in_the_same_
 
 
 def test_a_starvation_op_is_done_once_the_preemptor_runs() -> None:
-    from hotswap.planner.simulate import apply_actions
+    from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 
     fleet = full((100,))
     high = waiting(fleet, "high", 1000)

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hotswap.annotations import AnnotationKeys, OpRecord, format_time
-from hotswap.config import HotswapConfig, Scope
-from hotswap.model import ClusterSnapshot, DepartedPod, JobSet, PodPhase, ReplicatedJob, Workload
-from hotswap.planner import plan
-from hotswap.planner.actions import EventReason, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
-from hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, OpRecord, format_time
+from gke_tpu_priority.hotswap.config import HotswapConfig, Scope
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, DepartedPod, JobSet, PodPhase, ReplicatedJob, Workload
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import EventReason, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 from tests.planner.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 

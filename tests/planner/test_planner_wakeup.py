@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hotswap.config import HotswapConfig
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim
-from hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder
 
 # Victims at detection: these tests are about detection and planning; evictionDelay has test_eviction_cost.py.

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, TaintEffect
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan, TaintNode
-from hotswap.planner.simulate import apply_actions
-from hotswap.slices import SliceHealth
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, TaintEffect
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, TaintNode
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.slices import SliceHealth
 from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, slice_nodes
 from tests.planner.invariants import assert_invariants, idempotence_violations
 

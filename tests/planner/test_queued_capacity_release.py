@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from hotswap.annotations import AnnotationKeys, format_time
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterQueue, ConditionStatus, JobSet
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan, ReleaseReason, ReleaseVictim
-from hotswap.planner.simulate import apply_actions
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, format_time
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterQueue, ConditionStatus, JobSet
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, ReleaseReason, ReleaseVictim
+from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants
 from tests.planner.test_capacity_ladder import run  # plan at T0 with the default config, invariants checked

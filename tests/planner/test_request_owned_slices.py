@@ -13,15 +13,15 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.config import HotswapConfig
-from hotswap.kube.snapshot import node_from
-from hotswap.model import ClusterSnapshot, JobSet, PodPhase, Taint, TaintEffect
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan, RecordOp
-from hotswap.planner.inversion import find_inversions
-from hotswap.planner.victims import why_not_victim
-from hotswap.planner.world import build_world
-from hotswap.slices import (
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.kube.snapshot import node_from
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, JobSet, PodPhase, Taint, TaintEffect
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, RecordOp
+from gke_tpu_priority.hotswap.planner.inversion import find_inversions
+from gke_tpu_priority.hotswap.planner.victims import why_not_victim
+from gke_tpu_priority.hotswap.planner.world import build_world
+from gke_tpu_priority.hotswap.slices import (
     CAPACITY_LABEL,
     FLEX_START_LABEL,
     PROVISIONING_REQUEST_LABEL,

@@ -13,13 +13,20 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.annotations import AnnotationKeys, format_time
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, ConditionStatus, JobSet
-from hotswap.planner import plan
-from hotswap.planner.actions import EndRungSwitch, EventReason, HoldVictim, PinRung, Plan, StartRungSwitch
-from hotswap.planner.disruption import NODE_SHUTDOWN
-from hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, format_time
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, ConditionStatus, JobSet
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import (
+    EndRungSwitch,
+    EventReason,
+    HoldVictim,
+    PinRung,
+    Plan,
+    StartRungSwitch,
+)
+from gke_tpu_priority.hotswap.planner.disruption import NODE_SHUTDOWN
+from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY
 from tests.planner.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 

@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.annotations import HOSTNAME_LABEL, NODEPOOL_LABEL
-from hotswap.config import HotswapConfig
-from hotswap.model import SliceShape, TaintEffect
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan
-from hotswap.planner.world import NOT_EXCLUSIVE
-from hotswap.slices import SliceHealth, classify_slices, slice_key
+from gke_tpu_priority.hotswap.annotations import HOSTNAME_LABEL, NODEPOOL_LABEL
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import SliceShape, TaintEffect
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan
+from gke_tpu_priority.hotswap.planner.world import NOT_EXCLUSIVE
+from gke_tpu_priority.hotswap.slices import SliceHealth, classify_slices, slice_key
 from tests.planner.builders import SHAPE_4X4, T0, V6E, Fleet, JobSetBuilder, NodeBuilder, slice_nodes
 from tests.planner.invariants import assert_invariants
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from hotswap.annotations import AnnotationKeys, HeldBy
-from hotswap.config import HotswapConfig
-from hotswap.planner import plan
-from hotswap.planner.actions import HoldVictim, Plan
-from hotswap.planner.world import OTHER_NAMESPACE, build_world
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, HeldBy
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan
+from gke_tpu_priority.hotswap.planner.world import OTHER_NAMESPACE, build_world
 from tests.planner.builders import T0, Fleet, JobSet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants
 

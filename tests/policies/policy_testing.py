@@ -25,7 +25,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from policies import rules
+from gke_tpu_priority.policies import rules
 
 AnyPolicy = ResourceValidationPolicy | StackValidationPolicy
 LOWER_KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from celpy import celtypes
 
-import policies.admission as admission
+import gke_tpu_priority.policies.admission as admission
 from tests.policies.admission_cel import _evaluate, _resource_matches, request_for
 from tests.policies.test_three_front_ends import SETTINGS, jobset
 from tests.support import cel_cost

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from policies import admission
-from policies.rules.base import AdmissionContext
+from gke_tpu_priority.policies import admission
+from gke_tpu_priority.policies.rules.base import AdmissionContext
 from tests.support.cel_typecheck import (
     BOOL,
     DYN,

@@ -1,4 +1,4 @@
-"""``python -m policies.check``: the platform's rendered objects plus team workloads, exit codes, reports."""
+"""``gke-tpu-priority-check``: the platform's rendered objects plus team workloads, exit codes, reports."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import parse_platform_config
-from components.config.resolved import effective_local_queues
-from components.workloads import TpuJobSetSpec, tpu_jobset
-from policies import check
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.config.resolved import effective_local_queues
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.policies import check
 from tests.conftest import STACKS
 from tools import preview
 from tools.mock_runtime import PROJECT_ROOT, load_stack_config
@@ -234,7 +234,7 @@ def test_module_runs_as_a_command(build_dir: Path, tmp_path: Path) -> None:
     jobset = team_jobset("dev")
     jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "vip"
     proc = subprocess.run(
-        [sys.executable, "-m", "policies.check", str(manifests("dev", build_dir)), "-"],
+        [sys.executable, "-m", "gke_tpu_priority.policies.check", str(manifests("dev", build_dir)), "-"],
         input=yaml.safe_dump(jobset),
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""``python -m policies.check`` as a boundary (issue 36): only the platform's files decide tiers, queues and
+"""``gke-tpu-priority-check`` as a boundary (issue 36): only the platform's files decide tiers, queues and
 entitlements; malformed input of any kind exits 2 naming the file and what is wrong, never with a traceback."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policies import check, inputs
+from gke_tpu_priority.policies import check, inputs
 from tests.policies.test_check_cli import manifests, run, team_jobset, write
 from tools.mock_runtime import PROJECT_ROOT
 
@@ -255,7 +255,7 @@ def test_a_file_above_the_size_bound_is_refused_unread(
 def test_binary_stdin_under_a_strict_utf8_locale_exits_2() -> None:
     env = {**os.environ, "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict"}
     proc = subprocess.run(
-        [sys.executable, "-m", "policies.check", "-"],
+        [sys.executable, "-m", "gke_tpu_priority.policies.check", "-"],
         input=b"apiVersion: v1\nkind: \xff\xfe\x00\x01\n",
         capture_output=True,
         cwd=PROJECT_ROOT,

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from components.admission import admission_settings
-from components.config import parse_platform_config
-from components.workloads import TpuJobSetSpec, tpu_jobset
-from policies.check import check_objects
-from policies.rules.base import manifest_object
-from policies.rules.hotswap_readiness import JOBSET_HOTSWAP_RESTARTABLE, hotswap_tiers, restart_problem
+from gke_tpu_priority.components.admission import admission_settings
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.policies.check import check_objects
+from gke_tpu_priority.policies.rules.base import manifest_object
+from gke_tpu_priority.policies.rules.hotswap_readiness import JOBSET_HOTSWAP_RESTARTABLE, hotswap_tiers, restart_problem
 from tests.platform_builders import platform
 from tests.policies.test_three_front_ends import PLATFORM, admit, jobset
 

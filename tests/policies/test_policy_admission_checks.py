@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from policies import check
-from policies.rules.base import KubeObject
+from gke_tpu_priority.policies import check
+from gke_tpu_priority.policies.rules.base import KubeObject
 from tools import preview
 
 Mutation = Callable[[list[dict[str, Any]]], None]

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.check import check_objects, load_objects
-from policies.rules import evaluate_resources
-from policies.rules.base import CLUSTER_ANNOTATION, manifest_object
+from gke_tpu_priority.policies.check import check_objects, load_objects
+from gke_tpu_priority.policies.rules import evaluate_resources
+from gke_tpu_priority.policies.rules.base import CLUSTER_ANNOTATION, manifest_object
 from tools import preview
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -369,7 +369,7 @@ def test_clean_pictures_are_clean_for_every_rule() -> None:
 
 
 def test_every_new_rule_has_a_failing_case() -> None:
-    from policies.rules import admission_checks
+    from gke_tpu_priority.policies.rules import admission_checks
 
     new = {r.name for r in admission_checks.RULES}
     assert new == {r for _, _, r, f in CASES if f is not None}

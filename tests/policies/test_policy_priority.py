@@ -218,7 +218,7 @@ def test_reconciler_class_is_exempt(exempt_by: str) -> None:
 
 
 def test_controller_role_label_exempts_a_class_from_pairing() -> None:
-    from policies.rules import evaluate_resources
+    from gke_tpu_priority.policies.rules import evaluate_resources
 
     def pc(labels: dict[str, str]) -> dict[str, object]:
         return {

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from components import tpu_shapes
-from policies import rules
-from policies.rules import v6e
+from gke_tpu_priority.components import tpu_shapes
+from gke_tpu_priority.policies import rules
+from gke_tpu_priority.policies.rules import v6e
 
 
 def test_policies_v6e_table_is_the_components_table() -> None:

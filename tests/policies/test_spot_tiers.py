@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.admission import admission_objects, admission_settings
-from components.config import parse_platform_config
-from components.workloads import TpuJobSetSpec, tpu_jobset
-from policies.check import check_objects
-from policies.rules.base import manifest_object
-from policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION, off_spot
+from gke_tpu_priority.components.admission import admission_objects, admission_settings
+from gke_tpu_priority.components.config import parse_platform_config
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.policies.check import check_objects
+from gke_tpu_priority.policies.rules.base import manifest_object
+from gke_tpu_priority.policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION, off_spot
 from tests.conftest import stack_run
 from tests.policies.admission_cel import evaluate
 from tools.manifests import kubernetes_objects

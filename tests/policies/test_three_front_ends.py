@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 
-from policies import rules
-from policies.admission import AdmissionSettings, validating_admission_policies, validating_admission_policy_bindings
-from policies.check import check_objects
-from policies.rules.base import AdmissionContext, manifest_object, pod_templates
-from policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION
-from policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
+from gke_tpu_priority.policies import rules
+from gke_tpu_priority.policies.admission import (
+    AdmissionSettings,
+    validating_admission_policies,
+    validating_admission_policy_bindings,
+)
+from gke_tpu_priority.policies.check import check_objects
+from gke_tpu_priority.policies.rules.base import AdmissionContext, manifest_object, pod_templates
+from gke_tpu_priority.policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION
+from gke_tpu_priority.policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
 from tests.policies.admission_cel import Outcome, evaluate
 from tests.support.admission_rules import admission_problems as jobset_webhook_problems
 from tests.support.crd_validation import assert_valid

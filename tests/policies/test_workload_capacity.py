@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.workloads import TpuJobSetSpec, tpu_jobset
-from policies import check
-from policies.rules.base import manifest_object
+from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
+from gke_tpu_priority.policies import check
+from gke_tpu_priority.policies.rules.base import manifest_object
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
@@ -126,7 +126,7 @@ def test_a_quota_given_as_a_quantity_string_is_read() -> None:
 
 
 def test_the_stack_refuses_a_quota_below_one_slice() -> None:
-    from components.config import ConfigError, parse_platform_config
+    from gke_tpu_priority.components.config import ConfigError, parse_platform_config
     from tools.mock_runtime import load_stack_config
 
     raw = load_stack_config("prod")["gke-tpu-priority:platform"]

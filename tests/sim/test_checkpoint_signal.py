@@ -6,12 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.annotations import AnnotationKeys, parse_time
-from hotswap.config import HotswapConfig
-from hotswap.sim.params import ReconcilerKnobs, Scenario
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.simulator import Simulator
-from hotswap.sim.snapshot import CheckpointSignal, at
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, parse_time
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.sim.params import ReconcilerKnobs, Scenario
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.snapshot import CheckpointSignal, at
 from tests.sim.builders import small, two_classes
 
 KEY = AnnotationKeys(HotswapConfig().annotation_domain).last_checkpoint

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hotswap.config import HotswapConfig
-from hotswap.sim.params import HOUR, MINUTE, FailureKind
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.sim.params import HOUR, MINUTE, FailureKind
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
 from tests.sim.builders import NEVER, two_classes
 
 

@@ -7,11 +7,17 @@ from pathlib import Path
 
 from pytest import CaptureFixture
 
-from hotswap.sim.__main__ import main
-from hotswap.sim.fleet import FLEET_POLICIES, Degradation, FleetScenario, FleetSimulator, region_degraded
-from hotswap.sim.multikueue import FleetMode
-from hotswap.sim.params import HOUR, Failures, Fleet, JobClass
-from hotswap.sim.state import JobState
+from gke_tpu_priority.hotswap.sim.__main__ import main
+from gke_tpu_priority.hotswap.sim.fleet import (
+    FLEET_POLICIES,
+    Degradation,
+    FleetScenario,
+    FleetSimulator,
+    region_degraded,
+)
+from gke_tpu_priority.hotswap.sim.multikueue import FleetMode
+from gke_tpu_priority.hotswap.sim.params import HOUR, Failures, Fleet, JobClass
+from gke_tpu_priority.hotswap.sim.state import JobState
 from tests.sim.builders import HIGH, LOW, NEVER
 
 QUIET = Failures(slice_mtbf_h=1e9)

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from hotswap.sim.bench import add_tier_badput, tier_demand_chip_s, tier_weights
-from hotswap.sim.params import Scenario
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.report import half_width, paired_difference, practical_margin, verdict
-from hotswap.sim.runner import run_one
-from hotswap.sim.scenarios import SIGNAL_RUNS, signal_scenarios, standard_scenarios
-from hotswap.sim.simulator import Simulator
-from hotswap.sim.snapshot import CheckpointSignal
-from hotswap.sim.state import Job
+from gke_tpu_priority.hotswap.sim.bench import add_tier_badput, tier_demand_chip_s, tier_weights
+from gke_tpu_priority.hotswap.sim.params import Scenario
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.report import half_width, paired_difference, practical_margin, verdict
+from gke_tpu_priority.hotswap.sim.runner import run_one
+from gke_tpu_priority.hotswap.sim.scenarios import SIGNAL_RUNS, signal_scenarios, standard_scenarios
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.snapshot import CheckpointSignal
+from gke_tpu_priority.hotswap.sim.state import Job
 from tests.sim.builders import small, two_classes
 from tests.sim.test_checkpoint_signal import KEY
 
@@ -134,7 +134,7 @@ def test_under_recreate_the_scheduler_pattern_recovers_sooner_than_under_blockin
 
 
 def test_the_standing_table_names_the_peers_the_reconciler_is_behind() -> None:
-    from hotswap.sim.report import standing_markdown
+    from gke_tpu_priority.hotswap.sim.report import standing_markdown
 
     def runs(mine: float, peer: float) -> dict[str, Any]:
         fields = ("weighted_badput_chip_h", "victim_lost_chip_h", "high_badput_chip_h")
@@ -155,7 +155,7 @@ def test_the_standing_table_names_the_peers_the_reconciler_is_behind() -> None:
 
 
 def test_rescore_recomputes_the_tier_badput_from_the_recorded_figures() -> None:
-    from hotswap.sim.bench import rescore
+    from gke_tpu_priority.hotswap.sim.bench import rescore
 
     scenario = two_classes("one", 1, 10.0, 4, high=(2, 1, 50.0), low=(1, 3, 6.0))
     demand = tier_demand_chip_s(scenario)

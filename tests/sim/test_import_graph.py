@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hotswap.sim
+import gke_tpu_priority.hotswap.sim
 
-SIM = Path(hotswap.sim.__file__).parent
+SIM = Path(gke_tpu_priority.hotswap.sim.__file__).parent
 POLICY_SIDE = [SIM / "host.py", *sorted((SIM / "policies").glob("*.py"))]
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from hotswap.sim import kubescheduler
-from hotswap.sim.params import JobClass
-from hotswap.sim.state import Job, Pod, PodPhase, Slice
+from gke_tpu_priority.hotswap.sim import kubescheduler
+from gke_tpu_priority.hotswap.sim.params import JobClass
+from gke_tpu_priority.hotswap.sim.state import Job, Pod, PodPhase, Slice
 
 _uid = itertools.count(1)
 

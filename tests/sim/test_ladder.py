@@ -6,19 +6,28 @@ from datetime import timedelta
 
 import pytest
 
-from hotswap.config import HotswapConfig
-from hotswap.model import ConditionStatus, Node, SliceShape
-from hotswap.planner.actions import ReleaseReason, ReleaseVictim
-from hotswap.sim import kubescheduler, kueue
-from hotswap.sim.params import HOUR, Capacity, FailureKind, Failures, Fleet, JobClass, RepairBand, Scenario
-from hotswap.sim.policies.none import NonePolicy
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.runner import POLICIES, run_one
-from hotswap.sim.scenarios import ladder, standard_scenarios
-from hotswap.sim.simulator import Simulator
-from hotswap.sim.snapshot import SPOT_LABEL, at, build_snapshot, node_labels
-from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
-from hotswap.slices import CAPACITY_LABEL, QUEUED_LABEL, QUEUED_TAINT, SliceHealth, classify_slices
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ConditionStatus, Node, SliceShape
+from gke_tpu_priority.hotswap.planner.actions import ReleaseReason, ReleaseVictim
+from gke_tpu_priority.hotswap.sim import kubescheduler, kueue
+from gke_tpu_priority.hotswap.sim.params import (
+    HOUR,
+    Capacity,
+    FailureKind,
+    Failures,
+    Fleet,
+    JobClass,
+    RepairBand,
+    Scenario,
+)
+from gke_tpu_priority.hotswap.sim.policies.none import NonePolicy
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.runner import POLICIES, run_one
+from gke_tpu_priority.hotswap.sim.scenarios import ladder, standard_scenarios
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.snapshot import SPOT_LABEL, at, build_snapshot, node_labels
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
+from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_LABEL, QUEUED_TAINT, SliceHealth, classify_slices
 from tests.sim.builders import HIGH, LOW, NEVER, two_classes
 
 QUIET = Failures(slice_mtbf_h=1e9, spot_mtbf_h=1e9)

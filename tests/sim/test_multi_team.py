@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from hotswap.sim.cohort import Cohort
-from hotswap.sim.params import ClusterQueueSpec, Fleet, JobClass, Scenario
-from hotswap.sim.runner import run_one
-from hotswap.sim.scenarios import multi_team, standard_scenarios
-from hotswap.sim.state import Job, JobState
+from gke_tpu_priority.hotswap.sim.cohort import Cohort
+from gke_tpu_priority.hotswap.sim.params import ClusterQueueSpec, Fleet, JobClass, Scenario
+from gke_tpu_priority.hotswap.sim.runner import run_one
+from gke_tpu_priority.hotswap.sim.scenarios import multi_team, standard_scenarios
+from gke_tpu_priority.hotswap.sim.state import Job, JobState
 
 CHIPS = 16
 

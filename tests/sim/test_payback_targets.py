@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from hotswap.sim.bench import pays_for_itself
-from hotswap.sim.params import Timing
+from gke_tpu_priority.hotswap.sim.bench import pays_for_itself
+from gke_tpu_priority.hotswap.sim.params import Timing
 
 
 def _stats(high: float, fleet: float, p50: float, p95: float, xr: float) -> dict[str, Any]:

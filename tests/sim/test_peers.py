@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from hotswap.sim.params import HOUR, FailureKind, Scenario
-from hotswap.sim.policies.hero import DRAIN_TIMEOUT_S, POLL_S, HeroPolicy
-from hotswap.sim.policies.hindsight import HindsightPolicy
-from hotswap.sim.policies.kueue_tas import KueueTASPolicy
-from hotswap.sim.runner import POLICIES
-from hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.params import HOUR, FailureKind, Scenario
+from gke_tpu_priority.hotswap.sim.policies.hero import DRAIN_TIMEOUT_S, POLL_S, HeroPolicy
+from gke_tpu_priority.hotswap.sim.policies.hindsight import HindsightPolicy
+from gke_tpu_priority.hotswap.sim.policies.kueue_tas import KueueTASPolicy
+from gke_tpu_priority.hotswap.sim.runner import POLICIES
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
 from tests.sim.builders import NEVER, small, two_classes
 
 PEERS = ("kueue-tas", "hero", "hindsight")
@@ -99,7 +99,7 @@ def test_hero_runs_one_drain_at_a_time_and_ends_a_stuck_one_at_the_timeout() -> 
 
 
 def test_hero_never_overlaps_drains_on_a_busy_fleet() -> None:
-    from hotswap.sim.params import Failures
+    from gke_tpu_priority.hotswap.sim.params import Failures
 
     policy = HeroPolicy()
     scenario = two_classes(
@@ -114,7 +114,7 @@ def test_hero_never_overlaps_drains_on_a_busy_fleet() -> None:
 
 
 def _high_badput_chip_s(summary: dict[str, Any], scenario: Scenario) -> float:
-    from hotswap.sim.bench import high_demand_chip_s
+    from gke_tpu_priority.hotswap.sim.bench import high_demand_chip_s
 
     return high_demand_chip_s(scenario) - summary["high_useful_chip_s"]
 
@@ -196,7 +196,7 @@ def test_hindsight_evicts_a_low_leader_that_co_binds_with_its_rescued_jobset() -
 def test_hindsight_bounds_every_policy_in_multi_disruption_with_fine_checkpoints() -> None:
     """Issue 19: in storms of 8 slice failures hindsight was not a bound (two 982 s stalls per seed, fixed above).
     With 1 min checkpoints, so that the checkpoint grid cannot swap the order (docs/benchmarks.md), it is."""
-    from hotswap.sim.scenarios import multi_disruption
+    from gke_tpu_priority.hotswap.sim.scenarios import multi_disruption
 
     base = multi_disruption(seed=20260902, scale=0.1)
     scenario = base.model_copy(update={"timing": base.timing.model_copy(update={"checkpoint_interval_s": 60.0})})

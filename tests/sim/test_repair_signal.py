@@ -4,11 +4,11 @@ failures, never for a repair that ends before the JobSet could restart elsewhere
 
 from __future__ import annotations
 
-from hotswap.sim.params import FailureKind
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.policies.repair_signal import MAX_DELAY_S, RECENT_REPAIR_S, RepairSignalReconciler
-from hotswap.sim.runner import POLICIES, WHAT_IF
-from hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.params import FailureKind
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.policies.repair_signal import MAX_DELAY_S, RECENT_REPAIR_S, RepairSignalReconciler
+from gke_tpu_priority.hotswap.sim.runner import POLICIES, WHAT_IF
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
 from tests.sim.builders import small
 
 

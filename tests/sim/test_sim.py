@@ -6,17 +6,17 @@ from datetime import timedelta
 
 import pytest
 
-from components.config.kueue import KueueSettings, duration_seconds
-from hotswap.config import HotswapConfig
-from hotswap.planner.actions import EventReason, RecordOp
-from hotswap.sim import kubescheduler
-from hotswap.sim.bench import restart_floor_s
-from hotswap.sim.engine import EventLoop
-from hotswap.sim.params import HOUR, FailureKind, Failures, JobClass, Scenario, Timing
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
-from hotswap.sim.runner import POLICIES, run_one
-from hotswap.sim.simulator import Simulator
-from hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
+from gke_tpu_priority.components.config.kueue import KueueSettings, duration_seconds
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.planner.actions import EventReason, RecordOp
+from gke_tpu_priority.hotswap.sim import kubescheduler
+from gke_tpu_priority.hotswap.sim.bench import restart_floor_s
+from gke_tpu_priority.hotswap.sim.engine import EventLoop
+from gke_tpu_priority.hotswap.sim.params import HOUR, FailureKind, Failures, JobClass, Scenario, Timing
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.runner import POLICIES, run_one
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
 from tests.sim.builders import NEVER, small, two_classes
 
 
@@ -140,7 +140,7 @@ def test_transients_healing_before_the_restart_are_reported_apart_not_hidden() -
 
 
 def test_pooled_figures_sum_counts_and_take_percentiles_over_all_seeds() -> None:
-    from hotswap.sim.metrics import pool
+    from gke_tpu_priority.hotswap.sim.metrics import pool
 
     runs = [run_one(_small(seed=s, horizon_h=100.0), "none").summary for s in (1, 2)]
     pooled = pool(runs)

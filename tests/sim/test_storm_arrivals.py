@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import statistics
 
-from hotswap.sim.params import HOUR, Failures, StormArrivals
-from hotswap.sim.runner import POLICIES
-from hotswap.sim.scenarios import multi_disruption, standard_scenarios
-from hotswap.sim.simulator import Simulator
+from gke_tpu_priority.hotswap.sim.params import HOUR, Failures, StormArrivals
+from gke_tpu_priority.hotswap.sim.runner import POLICIES
+from gke_tpu_priority.hotswap.sim.scenarios import multi_disruption, standard_scenarios
+from gke_tpu_priority.hotswap.sim.simulator import Simulator
 from tests.sim.builders import two_classes
 
 CHECKPOINT_S = 30 * 60.0

@@ -1,4 +1,5 @@
-"""`python -m hotswap.sim sweep`: grid expansion, parameter validation, determinism across workers, the table."""
+"""`python -m gke_tpu_priority.hotswap.sim sweep`: grid expansion, parameter validation, determinism across workers,
+the table."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ from typing import Any
 
 import pytest
 
-from hotswap.sim.__main__ import main
-from hotswap.sim.params import Scenario
-from hotswap.sim.runner import POLICIES
-from hotswap.sim.sweep import SweepError, expand_grid, parse_param, render, sweep, sweepable_fields, table_rows
+from gke_tpu_priority.hotswap.sim.__main__ import main
+from gke_tpu_priority.hotswap.sim.params import Scenario
+from gke_tpu_priority.hotswap.sim.runner import POLICIES
+from gke_tpu_priority.hotswap.sim.sweep import (
+    SweepError,
+    expand_grid,
+    parse_param,
+    render,
+    sweep,
+    sweepable_fields,
+    table_rows,
+)
 from tests.sim.builders import small
 
 GRACE = "timing.pod_termination_grace_s"

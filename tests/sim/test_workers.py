@@ -13,7 +13,7 @@ import pytest
 # A parent that starts two workers on tasks that would run for a minute, prints their pids, and waits.
 PARENT = """
 import os, sys, time
-from hotswap.sim.workers import worker_pool
+from gke_tpu_priority.hotswap.sim.workers import worker_pool
 
 def pid_then_sleep(_):
     time.sleep(60)
@@ -67,7 +67,7 @@ def test_workers_exit_when_the_parent_is_stopped(sig: signal.Signals) -> None:
 def test_bench_and_fleet_run_their_workers_in_that_pool() -> None:
     import inspect
 
-    from hotswap.sim import bench, fleet
+    from gke_tpu_priority.hotswap.sim import bench, fleet
 
     for module in (bench, fleet):
         source = inspect.getsource(module)

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from policies.rules.base import parse_quantity as base_parse_quantity
+from gke_tpu_priority.policies.rules.base import parse_quantity as base_parse_quantity
 from tests.support.crd_validation import (
     dns1123_label_problem,
     dns1123_subdomain_problem,

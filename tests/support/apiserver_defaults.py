@@ -23,7 +23,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.rules.base import parse_quantity
+from gke_tpu_priority.policies.rules.base import parse_quantity
 from tests.support.crd_validation import _apply_defaults, default_catalog
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"

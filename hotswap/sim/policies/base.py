@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from hotswap.sim.host import SimHost
-from hotswap.sim.kueue import AdmissionPlan
+from gke_tpu_priority.hotswap.sim.host import SimHost
+from gke_tpu_priority.hotswap.sim.kueue import AdmissionPlan
 
 
 class Policy(Protocol):

@@ -37,11 +37,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from hotswap.sim.kueue import LADDER, AdmissionPlan
-from hotswap.sim.params import Capacity
-from hotswap.sim.policies.kueue_tas import KueueTASPolicy
-from hotswap.sim.state import Job, JobState, Slice
-from hotswap.sim.tas import free_domains
+from gke_tpu_priority.hotswap.sim.kueue import LADDER, AdmissionPlan
+from gke_tpu_priority.hotswap.sim.params import Capacity
+from gke_tpu_priority.hotswap.sim.policies.kueue_tas import KueueTASPolicy
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, Slice
+from gke_tpu_priority.hotswap.sim.tas import free_domains
 
 DRAIN_TIMEOUT_S = 30 * 60.0
 """drainTimeout default (pkg/config/config.go)."""

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hotswap.sim.state import Job, JobState, Slice, checkpointed_s
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, Slice, checkpointed_s
 
 if TYPE_CHECKING:
-    from hotswap.sim.host import SimHost
+    from gke_tpu_priority.hotswap.sim.host import SimHost
 
 
 WATCH_S = 1.0

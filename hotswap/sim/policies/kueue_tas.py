@@ -36,12 +36,12 @@ from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from hotswap.sim import tas
-from hotswap.sim.kueue import LADDER, AdmissionPlan
-from hotswap.sim.state import Job, JobState
+from gke_tpu_priority.hotswap.sim import tas
+from gke_tpu_priority.hotswap.sim.kueue import LADDER, AdmissionPlan
+from gke_tpu_priority.hotswap.sim.state import Job, JobState
 
 if TYPE_CHECKING:
-    from hotswap.sim.host import SimHost
+    from gke_tpu_priority.hotswap.sim.host import SimHost
 
 
 class KueueTASPolicy:

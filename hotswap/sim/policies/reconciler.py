@@ -18,11 +18,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from hotswap.annotations import AnnotationKeys, parse_time
-from hotswap.config import HotswapConfig
-from hotswap.model import ClusterSnapshot, SliceShape
-from hotswap.planner import plan
-from hotswap.planner.actions import (
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, parse_time
+from gke_tpu_priority.hotswap.config import HotswapConfig
+from gke_tpu_priority.hotswap.model import ClusterSnapshot, SliceShape
+from gke_tpu_priority.hotswap.planner import plan
+from gke_tpu_priority.hotswap.planner.actions import (
     Action,
     ClearOp,
     EndRungSwitch,
@@ -34,13 +34,13 @@ from hotswap.planner.actions import (
     ReleaseVictim,
     StartRungSwitch,
 )
-from hotswap.sim.engine import Handle
-from hotswap.sim.params import Capacity
-from hotswap.sim.snapshot import CheckpointSignal, at, build_snapshot, pod_uid, workload_uid
-from hotswap.sim.state import Job, JobState, PodPhase
+from gke_tpu_priority.hotswap.sim.engine import Handle
+from gke_tpu_priority.hotswap.sim.params import Capacity
+from gke_tpu_priority.hotswap.sim.snapshot import CheckpointSignal, at, build_snapshot, pod_uid, workload_uid
+from gke_tpu_priority.hotswap.sim.state import Job, JobState, PodPhase
 
 if TYPE_CHECKING:
-    from hotswap.sim.host import SimHost
+    from gke_tpu_priority.hotswap.sim.host import SimHost
 
 
 class ReconcilerPolicy:

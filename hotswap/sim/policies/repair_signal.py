@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hotswap.sim.params import FailureKind
-from hotswap.sim.policies.reconciler import ReconcilerPolicy
+from gke_tpu_priority.hotswap.sim.params import FailureKind
+from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
 
 RECENT_REPAIR_S = 150.0
 """A repaired slice is usable again only after `recoveryStabilization` (120 s by default) and the JobSet's restart

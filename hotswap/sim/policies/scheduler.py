@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hotswap.sim.host import SimHost
+    from gke_tpu_priority.hotswap.sim.host import SimHost
 
 
 class SchedulerPolicy:

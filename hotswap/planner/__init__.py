@@ -26,14 +26,16 @@ from gke_tpu_priority.hotswap.planner.actions import (
     ReleaseVictim,
     make_op_id,
 )
+from gke_tpu_priority.hotswap.planner.claims import Ledger
+from gke_tpu_priority.hotswap.planner.disruption import disrupted_units
 from gke_tpu_priority.hotswap.planner.inversion import (
     contested_inversions,
     find_inversions,
     resolve_contested,
     resolve_inversions,
 )
-from gke_tpu_priority.hotswap.planner.ops import Ledger, advance_ops
-from gke_tpu_priority.hotswap.planner.preempt import disrupted_units, plan_preemptions
+from gke_tpu_priority.hotswap.planner.ops import advance_ops
+from gke_tpu_priority.hotswap.planner.preempt import plan_preemptions
 from gke_tpu_priority.hotswap.planner.quarantine import quarantine_actions, quarantined_after, tainted_nodes
 from gke_tpu_priority.hotswap.planner.release import plan_releases, queued_room
 from gke_tpu_priority.hotswap.planner.rungs import plan_rung_switches
@@ -64,18 +66,17 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
     room = queued_room(world)
     plan_rung_switches(world, ledger, disrupted, room)
     preempted = plan_preemptions(world, ledger, disrupted, starved_units(world, disrupted.keys()))
-    blocked, planned, held = preempted.blocked, preempted.planned, preempted.held
+    blocked = preempted.blocked
     # After infra preemption, which has first call on the victim budget; before releases, so the slices these
     # ops reserve are not handed to released victims.
     # Contested preemptors an op taken over later in the pass may have unblocked are tried again with the rest.
     rest = [i for i in inversions if i.preemptor.uid not in contested or i.preemptor.uid in ledger.contested_blocked]
-    resolve_inversions(world, ledger, config.max_victims_per_pass - ledger.added - held, rest)
-    held += ledger.added
+    resolve_inversions(world, ledger, rest)
     released = plan_releases(world, ledger, blocked, room)
     _fast_fail(world, ledger)
 
     health = [s.health for s in world.slices.values()]
-    held_now = sum(1 for u in world.annotated if u.held_by is not None) + len(world.stray_held) + held - released
+    held_now = sum(1 for u in world.annotated if u.held_by is not None) + len(world.stray_held) + ledger.held - released
     return Plan(
         now=now,
         actions=tuple(ledger.actions),
@@ -88,19 +89,10 @@ def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Pla
             slices_recovering=health.count(SliceHealth.RECOVERING),
             disrupted_preemptors=len(disrupted),
             starved_preemptors=preempted.starved,
-            ops_open=len(ledger.open_ops),
-            ops_planned=planned,
+            ops_planned=preempted.planned,
             ops_blocked=len(blocked) - ledger.waiting,
-            ops_waiting=ledger.waiting,
-            ops_done=ledger.done,
-            ops_extended_victims=ledger.extended,
-            ops_fenced_victims=ledger.fenced,
-            ops_inversion_victims=ledger.inverted,
-            ops_aborted=ledger.aborted,
-            rung_switches=ledger.rung_switches,
-            victims_held=held,
             victims_released=released,
-            releases_deferred=ledger.deferred,
+            **ledger.summary(),
             held_workloads=max(0, held_now),
             nodes_quarantined=quarantined_after(tainted, quarantine),
             exclusions=tuple(
@@ -142,7 +134,7 @@ def _fast_fail(world: World, ledger: Ledger) -> None:
             since = [t.time_added or node.ready_transition_time for t in node.taints if t.key == UNREACHABLE_TAINT]
             known = [s for s in since if s is not None]
             if known and world.now - min(known) >= after:
-                ledger.actions.append(
+                ledger.act(
                     FastFailPod(
                         pod=ObjectRef("Pod", pod.namespace, pod.name, pod.uid),
                         op_id=make_op_id(unit.uid, js.restarts),

@@ -125,3 +125,14 @@ def placed(world: World, unit: Unit) -> bool:
         if have < need:
             return False
     return True
+
+
+def disrupted_units(world: World) -> dict[str, Disruption]:
+    """Infra evidence for every JobSet (preemptor trigger I8, and victim exclusion I9): only `World.suspects`
+    can have some."""
+    found: dict[str, Disruption] = {}
+    for unit in world.suspects:
+        evidence = infra_evidence(world, unit)
+        if evidence is not None:
+            found[unit.uid] = evidence
+    return found

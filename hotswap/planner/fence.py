@@ -147,6 +147,14 @@ def fence(
     return sorted(chosen, key=lambda u: u.key)
 
 
+def fenced_why(preemptor: Unit) -> str:
+    """The VictimHeld message of a fence hold."""
+    return (
+        f"held (spec.active=false) before its pods start: admitted while {preemptor.key} waits for "
+        "its reserved slices (admission fence, C12)"
+    )
+
+
 def with_fenced(world: World, preemptor: Unit, op: OpRecord, fenced: list[Unit]) -> tuple[OpRecord, Decision | None]:
     """The op with `fenced` added to its victims and its fence count, and the event saying so when this pass
     spends the last of its allowance (once per op: later passes fence nothing)."""

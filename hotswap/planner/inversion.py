@@ -19,9 +19,9 @@ from datetime import datetime
 from gke_tpu_priority.hotswap.annotations import OpRecord
 from gke_tpu_priority.hotswap.model import find_condition
 from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
+from gke_tpu_priority.hotswap.planner.claims import Ledger
 from gke_tpu_priority.hotswap.planner.disruption import placed
 from gke_tpu_priority.hotswap.planner.fence import admitted_at
-from gke_tpu_priority.hotswap.planner.ops import Ledger, hold_action, record_action, take_over
 from gke_tpu_priority.hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from gke_tpu_priority.hotswap.planner.world import Unit, World
 from gke_tpu_priority.hotswap.slices import SliceHealth
@@ -167,22 +167,21 @@ def resolve_contested(world: World, ledger: Ledger, inversions: list[Inversion])
     reserved_by = {pool: u.uid for u in world.annotated if u.op is not None for pool in u.op.reserved}
     # A slice another op reserves is taken over only from a preemptor sharing it (then held); else it is left.
     pending = [i for i in inversions if i.pool not in reserved_by or reserved_by[i.pool] in i.occupants]
-    budget = world.config.max_victims_per_pass - ledger.added
     deferred: list[Decision] = []
-    _resolve(world, ledger, pending, budget, {p for p, uid in reserved_by.items() if uid != preemptor.uid}, deferred)
+    _resolve(world, ledger, pending, {p for p, uid in reserved_by.items() if uid != preemptor.uid}, deferred)
     if deferred:
         ledger.contested_blocked[preemptor.uid] = deferred[0]
 
 
-def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: list[Inversion]) -> int:
+def resolve_inversions(world: World, ledger: Ledger, inversions: list[Inversion]) -> int:
     """Hold the lower-priority JobSets occupying the slices of due `inversions` (from `find_inversions`, those
     not contested); returns how many were held.
 
     Per preemptor all or nothing (I2, I6): every other occupant of every inverted slice must be a valid victim
     (strictly lower under both priorities I1, in scope, not protected, not rate limited I12; a preemptor of an
-    open op only if its op is taken over, `resolve_contested`, I9) and fit in `budget` (what is left of
-    `maxVictimsPerPass`); otherwise nothing is held and a Warning says why. A victim that is itself
-    infra-disrupted may be held (unlike B17): it is restarting anyway, so holding it throws no progress away.
+    open op only if its op is taken over, `resolve_contested`, I9) and fit in what is left of this pass's
+    `maxVictimsPerPass` (`Ledger.victim_budget`); otherwise nothing is held and a Warning says why. A victim that
+    is itself infra-disrupted may be held (unlike B17): it is restarting anyway, so holding it throws no progress away.
     Slices reserved by an open op are left to that op's extension (I3) unless `resolve_contested` takes the op
     over, and preemptors with an op are left to their own extension.
     """
@@ -204,7 +203,7 @@ def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: li
         progressed = False
         for group in pending:
             deferred: list[Decision] = []
-            count = _resolve(world, ledger, group, budget - held, _NOBODY, deferred)
+            count = _resolve(world, ledger, group, _NOBODY, deferred)
             if deferred:
                 blocked.append(group)
                 decisions += deferred
@@ -213,14 +212,15 @@ def resolve_inversions(world: World, ledger: Ledger, budget: int, inversions: li
                 progressed = True
                 settled.add(group[0].preemptor.uid)
         if not progressed or not blocked:
-            ledger.events.extend(decisions)
+            for decision in decisions:
+                ledger.event(decision)
             settled.update(g[0].preemptor.uid for g in blocked)
             break
         pending = blocked
     # A contested preemptor this round neither served nor refused keeps the refusal `resolve_contested` made.
     for uid, decision in ledger.contested_blocked.items():
         if uid not in settled:
-            ledger.events.append(decision)
+            ledger.event(decision)
     return held
 
 
@@ -228,7 +228,6 @@ def _resolve(
     world: World,
     ledger: Ledger,
     inversions: list[Inversion],
-    budget: int,
     reserved: AbstractSet[str],
     deferred: list[Decision] | None = None,
 ) -> int:
@@ -268,6 +267,7 @@ def _resolve(
             pools.append(found.pool)
     if not victims and not refusals:
         return 0
+    budget = ledger.victim_budget(world)
     if not refusals and len(victims) > budget:
         refusals.append(f"{len(victims)} victims but only {max(budget, 0)} may be held this pass (maxVictimsPerPass)")
     if refusals:
@@ -277,7 +277,10 @@ def _resolve(
             "slice priority inversion not resolved: " + "; ".join(refusals),
             type=EventType.WARNING,
         )
-        (ledger.events if deferred is None else deferred).append(decision)
+        if deferred is None:
+            ledger.event(decision)
+        else:
+            deferred.append(decision)
         return 0
     aborted = {p for v in victims.values() if v.op is not None for p in v.op.reserved}  # void once taken over
     kept = _own_pools(world, ledger, preemptor, pools, set(reserved) - aborted)
@@ -319,9 +322,9 @@ def _record(
         kept=kept,
     )
     ledger.claim(preemptor.uid, op)
-    ledger.actions.append(record_action(world, preemptor, op))
+    ledger.record(world, preemptor, op)
     names = ", ".join(v.key for v in victims)
-    ledger.events.append(
+    ledger.event(
         Decision(
             EventReason.INVERSION_RESOLVED,
             preemptor.jobset_ref(),
@@ -330,17 +333,9 @@ def _record(
             op_id,
         )
     )
+    why = f"its pods sat in slice(s) {', '.join(pools)} of higher-priority {preemptor.key} (priority inversion)"
     for victim in victims:
-        ledger.actions.append(hold_action(world, victim, preemptor, op_id))
-        take_over(ledger, victim, preemptor, (p for p in pools if p in victim.occupied))
-        ledger.events.append(
-            Decision(
-                EventReason.VICTIM_HELD,
-                victim.jobset_ref(),
-                f"held (spec.active=false): its pods sat in slice(s) {', '.join(pools)} of higher-priority "
-                f"{preemptor.key} (priority inversion)",
-                op_id,
-            )
-        )
+        mine = [p for p in pools if p in victim.occupied]
+        ledger.hold(world, victim, preemptor, op_id, f"held (spec.active=false): {why}", pools=mine)
     ledger.inverted += len(victims)
     return len(victims)

@@ -5,130 +5,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import replace
 
-from gke_tpu_priority.hotswap.annotations import OpRecord, decode_history, format_time
-from gke_tpu_priority.hotswap.planner.actions import (
-    Action,
-    ClearOp,
-    Decision,
-    EventReason,
-    EventType,
-    HoldVictim,
-    RecordOp,
-    make_op_id,
-)
+from gke_tpu_priority.hotswap.annotations import OpRecord, decode_history
+from gke_tpu_priority.hotswap.planner.actions import EventReason, make_op_id
+from gke_tpu_priority.hotswap.planner.claims import Ledger
 from gke_tpu_priority.hotswap.planner.disruption import placed
-from gke_tpu_priority.hotswap.planner.fence import fence, fresh_admissions, with_fenced
+from gke_tpu_priority.hotswap.planner.fence import fence, fenced_why, fresh_admissions, with_fenced
 from gke_tpu_priority.hotswap.planner.victims import in_scope, lower_priority, why_not_victim
 from gke_tpu_priority.hotswap.planner.world import Unit, World, hold_since
 from gke_tpu_priority.hotswap.slices import SliceHealth
-
-
-@dataclass(slots=True)
-class Ledger:
-    """Claims made by open and newly planned operations in this pass (I3)."""
-
-    reserved: set[str] = field(default_factory=set)
-    """Slices reserved for some preemptor."""
-    claimed: set[str] = field(default_factory=set)
-    """Workload keys that are the victim of some operation."""
-    open_ops: dict[str, OpRecord] = field(default_factory=dict)
-    """Preemptor JobSet uid → its open operation after this pass."""
-    actions: list[Action] = field(default_factory=list)
-    events: list[Decision] = field(default_factory=list)
-    done: int = 0
-    aborted: int = 0
-    extended: int = 0
-    """Victims added to open operations this pass because they took a reserved slice (C12)."""
-    fenced: int = 0
-    """Fresh admissions held by the admission fence this pass (C12, before their pods land)."""
-    inverted: int = 0
-    """Lower-priority workloads held this pass because they sat in a higher-priority JobSet's slice."""
-    deferred: int = 0
-    """Capacity releases deferred because Kueue's `reclaimWithinCohort: Any` could evict higher-priority work."""
-    rung_switches: int = 0
-    """JobSets whose spot VMs were reclaimed that this pass started moving to the queued rung (`rungs`)."""
-    waiting: int = 0
-    """Infra-disrupted preemptors that take no victims yet: their failure is younger than `evictionDelay`."""
-    deadlines: list[datetime] = field(default_factory=list)
-    """Instants this pass's decisions change by the clock alone (e.g. an `evictionDelay` ending)."""
-    contested_blocked: dict[str, Decision] = field(default_factory=dict)
-    """Preemptor uid → the Blocked event of its contested inversion (`resolve_contested`), not emitted yet: an op
-    taken over later in the pass may free what blocked it, so `resolve_inversions` tries it again (I11)."""
-    taken_over: dict[str, str] = field(default_factory=dict)
-    """Preemptor uid → why: held this pass by a strictly higher preemptor that needs its slice (I9); its op is
-    aborted (the hold write removes it) and claims nothing."""
-
-    @property
-    def added(self) -> int:
-        """Victims held this pass by extensions, the fence and inversions, counted against `maxVictimsPerPass`."""
-        return self.extended + self.fenced + self.inverted
-
-    def claim(self, preemptor_uid: str, op: OpRecord) -> None:
-        self.open_ops[preemptor_uid] = op
-        self.reserved.update(op.reserved)
-        self.claimed.update(op.victims)
-
-
-def hold_action(world: World, victim: Unit, preemptor: Unit, op_id: str, fenced: bool = False) -> HoldVictim:
-    """Annotations and `spec.active=false` for one victim, in one write."""
-    keys, wl = world.keys, victim.workload
-    assert wl is not None and preemptor.workload is not None
-    history = [*world.hold_times(wl), world.now]
-    previous = wl.annotations.get(keys.hold_count, "0")
-    count = int(previous) + 1 if previous.isdigit() else 1
-    held_by = f"{preemptor.jobset.namespace}/{preemptor.jobset.name}/{preemptor.uid}/{preemptor.jobset.restarts}"
-    # A preemptor taken over by a strictly higher one (I9) loses its op in the same write as it is held.
-    removed = (keys.op,) if keys.op in wl.annotations else ()
-    queue = {keys.held_queue: victim.cluster_queue.name} if victim.cluster_queue is not None else {}
-    return HoldVictim(
-        workload=victim.workload_ref(),
-        op_id=op_id,
-        preemptor=preemptor.workload_ref(),
-        remove_annotations=removed,
-        fenced=fenced,
-        set_annotations={
-            keys.held_by: held_by,
-            keys.op_id: op_id,
-            keys.held_since: format_time(world.now),
-            keys.hold_count: str(count),
-            keys.hold_history: ",".join(format_time(t) for t in sorted(history)),
-            **queue,
-        },
-    )
-
-
-def hold_fenced(world: World, ledger: Ledger, newcomer: Unit, preemptor: Unit, op_id: str) -> None:
-    """Hold a fresh admission for the op (the admission fence, C12); the caller counts it in `ledger.fenced`."""
-    ledger.actions.append(hold_action(world, newcomer, preemptor, op_id, fenced=True))
-    ledger.events.append(
-        Decision(
-            EventReason.VICTIM_HELD,
-            newcomer.jobset_ref(),
-            f"held (spec.active=false) before its pods start: admitted while {preemptor.key} waits for "
-            "its reserved slices (admission fence, C12)",
-            op_id,
-        )
-    )
-
-
-def record_action(world: World, preemptor: Unit, op: OpRecord) -> RecordOp:
-    return RecordOp(workload=preemptor.workload_ref(), op=op, key=world.keys.op, seen=preemptor.op)
-
-
-def _clear(world: World, unit: Unit, op: OpRecord, reason: EventReason, message: str, ledger: Ledger) -> None:
-    ledger.actions.append(ClearOp(unit.workload_ref(), op.op_id, (world.keys.op,)))
-    ledger.events.append(Decision(reason, unit.jobset_ref(), message, op.op_id))
-
-
-def take_over(ledger: Ledger, victim: Unit, preemptor: Unit, pools: Iterable[str]) -> None:
-    """Note that `victim`, a preemptor of an open op, is held for strictly higher `preemptor` this pass: its op
-    is aborted when its turn comes and claims nothing (I9)."""
-    if victim.op is not None:
-        where = ", ".join(sorted(pools)) or "its slice"
-        ledger.taken_over[victim.uid] = f"higher-priority {preemptor.key} needs slice(s) {where}"
 
 
 def advance_ops(
@@ -183,21 +69,15 @@ def advance_ops(
         if taken_by is not None:
             # Held this pass by a strictly higher preemptor whose pods share its slice (I9): that hold's write
             # removes the op, so there is nothing to clear; its reservations and victims are claimed no more.
-            ledger.aborted += 1
-            message = f"aborted: {taken_by}"
-            ledger.events.append(Decision(EventReason.ABORTED, preemptor.jobset_ref(), message, op.op_id))
+            ledger.abort(preemptor, op, f"aborted: {taken_by}")
             continue
         if not preemptor.running_in_kueue or preemptor.held_by is not None:
-            ledger.aborted += 1
-            message = "preemptor no longer running in Kueue"
-            if recorded is None:  # nothing was written for it: just say so
-                ledger.events.append(Decision(EventReason.ABORTED, preemptor.jobset_ref(), message, op.op_id))
-            else:
-                _clear(world, preemptor, op, EventReason.ABORTED, message, ledger)
+            # With no record written for it there is nothing to clear: just say so.
+            ledger.abort(preemptor, op, "preemptor no longer running in Kueue", None if recorded is None else world)
             continue
         if placed(world, preemptor):
             ledger.done += 1
-            _clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices", ledger)
+            ledger.clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices")
             continue
         intruders: list[Unit] = []
         fenced: list[Unit] = []
@@ -211,9 +91,7 @@ def advance_ops(
             if lost:
                 op = whole  # blocked by another slice all the same: the op stays as it was (I6)
             elif given_up:
-                ledger.events.append(
-                    Decision(EventReason.BLOCKED, preemptor.jobset_ref(), given_up, op.op_id, EventType.WARNING)
-                )
+                ledger.block(preemptor, given_up, op.op_id)
             if intruders:
                 added = {wl.key for i in intruders if (wl := i.workload) is not None}
                 op = replace(
@@ -225,28 +103,21 @@ def advance_ops(
                 if fresh is None:
                     fresh = fresh_admissions(world)
                 taken = ledger.claimed | named | {wl.key for i in intruders if (wl := i.workload) is not None}
-                budget = world.config.max_victims_per_pass - ledger.added - len(intruders)
+                budget = ledger.victim_budget(world) - len(intruders)
                 held = held_for.get(preemptor.uid, ())
                 fenced = fence(world, preemptor, op, fresh, held, disrupted, taken, budget)
             op, note = with_fenced(world, preemptor, op, fenced)
             if note is not None:
-                ledger.events.append(note)
+                ledger.event(note)
         if op != recorded:
-            ledger.actions.append(record_action(world, preemptor, op))
+            ledger.record(world, preemptor, op)
         ledger.claim(preemptor.uid, op)
         for intruder in intruders:
-            ledger.actions.append(hold_action(world, intruder, preemptor, op.op_id))
-            take_over(ledger, intruder, preemptor, (p for p in intruder.occupied if p in op.reserved))
-            ledger.events.append(
-                Decision(
-                    EventReason.VICTIM_HELD,
-                    intruder.jobset_ref(),
-                    f"held (spec.active=false): took a slice reserved for {preemptor.key} (op extension, C12)",
-                    op.op_id,
-                )
-            )
+            why = f"held (spec.active=false): took a slice reserved for {preemptor.key} (op extension, C12)"
+            pools = [p for p in intruder.occupied if p in op.reserved]
+            ledger.hold(world, intruder, preemptor, op.op_id, why, pools=pools)
         for newcomer in fenced:
-            hold_fenced(world, ledger, newcomer, preemptor, op.op_id)
+            ledger.hold(world, newcomer, preemptor, op.op_id, fenced_why(preemptor), fenced=True)
         ledger.extended += len(intruders)
         ledger.fenced += len(fenced)
         if by_workload is None:
@@ -262,16 +133,8 @@ def advance_ops(
             if op.since is not None and any(t >= op.since for t in history):
                 continue  # held for this op before and since released (max-hold, manual): never re-hold
             if victim.running_in_kueue:
-                ledger.actions.append(hold_action(world, victim, preemptor, op.op_id))
-                take_over(ledger, victim, preemptor, (p for p in victim.occupied if p in op.reserved))
-                ledger.events.append(
-                    Decision(
-                        EventReason.VICTIM_HELD,
-                        victim.jobset_ref(),
-                        f"held for {preemptor.key} (resumed)",
-                        op.op_id,
-                    )
-                )
+                pools = [p for p in victim.occupied if p in op.reserved]
+                ledger.hold(world, victim, preemptor, op.op_id, f"held for {preemptor.key} (resumed)", pools=pools)
 
 
 def _extensible(world: World, preemptor: Unit, op: OpRecord, disrupted: AbstractSet[str]) -> bool:
@@ -401,19 +264,11 @@ def _intruders(
             taken.add(pool)
     if not found and not refusals:
         return [], set(), False
-    budget = world.config.max_victims_per_pass - ledger.added
+    budget = ledger.victim_budget(world)
     if not refusals and len(found) > budget:
         refusals.append(f"{len(found)} intruders but only {budget} may be held this pass (maxVictimsPerPass)")
     if refusals:
-        ledger.events.append(
-            Decision(
-                EventReason.BLOCKED,
-                preemptor.jobset_ref(),
-                "reserved slice lost: " + "; ".join(refusals),
-                op.op_id,
-                EventType.WARNING,
-            )
-        )
+        ledger.block(preemptor, "reserved slice lost: " + "; ".join(refusals), op.op_id)
         return [], set(), True
     return sorted(found.values(), key=lambda u: u.key), taken - set(op.reserved), False
 
@@ -462,4 +317,4 @@ def _reconstruct(world: World, preemptor: Unit, victims: list[Unit]) -> OpRecord
     )
 
 
-__all__ = ["Ledger", "advance_ops", "format_time", "hold_action", "hold_fenced", "record_action"]
+__all__ = ["advance_ops"]

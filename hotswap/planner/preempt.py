@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 
 from gke_tpu_priority.hotswap.annotations import OpRecord, format_time
 from gke_tpu_priority.hotswap.model import SliceShape
-from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, EventType, RecordOp, make_op_id
-from gke_tpu_priority.hotswap.planner.disruption import Disruption, deficit, infra_evidence
-from gke_tpu_priority.hotswap.planner.fence import fence, fresh_admissions, with_fenced
-from gke_tpu_priority.hotswap.planner.ops import Ledger, hold_action, hold_fenced, record_action
+from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, make_op_id
+from gke_tpu_priority.hotswap.planner.claims import Blocked, Ledger
+from gke_tpu_priority.hotswap.planner.disruption import Disruption, deficit
+from gke_tpu_priority.hotswap.planner.fence import fence, fenced_why, fresh_admissions, with_fenced
 from gke_tpu_priority.hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from gke_tpu_priority.hotswap.planner.victims import VictimIndex, choose_victims, victim_order
 from gke_tpu_priority.hotswap.planner.world import Unit, World, preemptor_refusal
@@ -23,38 +23,12 @@ from gke_tpu_priority.hotswap.slices import SPOT_CAPACITY, SliceHealth
 
 
 @dataclass(frozen=True, slots=True)
-class Blocked:
-    """A disrupted preemptor nothing was done for, and what it still needs (release must not take it)."""
-
-    unit: Unit
-    needs: dict[SliceShape, int]
-
-
-def disrupted_units(world: World) -> dict[str, Disruption]:
-    """Infra evidence for every JobSet (preemptor trigger I8, and victim exclusion I9): only `World.suspects`
-    can have some."""
-    found: dict[str, Disruption] = {}
-    for unit in world.suspects:
-        evidence = infra_evidence(world, unit)
-        if evidence is not None:
-            found[unit.uid] = evidence
-    return found
-
-
-def free_slices(world: World, ledger: Ledger) -> list[str]:
-    """Usable slices with no occupant and no reservation, by name."""
-    reserved = ledger.reserved
-    return [name for name in world.idle if name not in reserved]
-
-
-@dataclass(frozen=True, slots=True)
 class Planned:
     """What `plan_preemptions` did: blocked preemptors (infra only: release must not take what they need),
-    ops planned, victims held, starved preemptors considered."""
+    ops planned, starved preemptors considered (the victims it held are counted in `Ledger.preempted`)."""
 
     blocked: list[Blocked]
     planned: int
-    held: int
     starved: int
 
 
@@ -66,7 +40,7 @@ def plan_preemptions(
     short: set[str] = set()  # disrupted and still lacking slices: preemptors, never victims (below)
     for uid, evidence in disrupted.items():
         unit = world.units[uid]
-        if not deficit(world, unit, _booked(ledger, uid)):
+        if not deficit(world, unit, ledger.booked(uid)):
             continue  # an open op covers it, or nothing is missing
         short.add(uid)
         if unit.workload is not None and unit.workload.key in ledger.claimed:
@@ -74,14 +48,7 @@ def plan_preemptions(
         refusal = preemptor_refusal(world, unit)
         if refusal is not None:
             if unit.running_in_kueue and not unit.movable:
-                ledger.events.append(
-                    Decision(
-                        EventReason.BLOCKED,
-                        unit.jobset_ref(),
-                        f"hotswap refused: {refusal}",
-                        type=EventType.WARNING,
-                    )
-                )
+                ledger.block(unit, f"hotswap refused: {refusal}")
             continue
         queue.append((unit, evidence))
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
@@ -95,16 +62,15 @@ def plan_preemptions(
     # restarted) was right there. Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3)
     # carry no op in the snapshot yet; they are no victims either (I9).
     victim_index = VictimIndex(world, short | ledger.open_ops.keys(), ledger.claimed)
-    spare = free_slices(world, ledger)
+    spare = ledger.free_slices(world)
     surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
-    budget = world.config.max_victims_per_pass - ledger.added
     blocked: list[Blocked] = []
-    planned = held = considered = 0
+    planned = considered = 0
     fresh: list[Unit] | None = None  # the fence's candidates and held victims by preemptor, built on first need
     held_for: dict[str, list[Unit]] = {}
 
     for preemptor, starving, disruption in sources:
-        needs = deficit(world, preemptor, _booked(ledger, preemptor.uid))
+        needs = deficit(world, preemptor, ledger.booked(preemptor.uid))
         if starving is not None:
             wl = preemptor.workload
             if not needs or wl is None or wl.key in ledger.claimed:
@@ -128,6 +94,7 @@ def plan_preemptions(
                     k -= 1
             remaining[shape] = k
 
+        budget = ledger.victim_budget(world)
         gated = disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops
         if gated and disruption is not None and not world.config.eviction_delay_min_loss:
             # Every eviction waits (no cost gate): before any victim is chosen, so by the preemptor's tier alone.
@@ -168,10 +135,9 @@ def plan_preemptions(
         if not reason and starving is not None:
             until = _starvation_wait(world, preemptor, starving, victims)
             if until is not None:
-                # Not `_wait`: a starved JobSet is not booked as blocked (a slice that frees up binds its pods
-                # by itself, and releases stay as they were for starved JobSets).
-                ledger.waiting += 1
-                ledger.deadlines.append(until)
+                # Not booked as blocked: for a starved JobSet a slice that frees up binds its pods by itself,
+                # and releases stay as they were for starved JobSets.
+                ledger.wait(until)
                 continue
         if reason:
             if starving is None:
@@ -180,7 +146,7 @@ def plan_preemptions(
                 continue  # nothing lower to take: ordinary queueing behind equal or higher work, no warning
             else:
                 reason = f"starved since {format_time(starving)}: {reason}"
-            ledger.events.append(Decision(EventReason.BLOCKED, preemptor.jobset_ref(), reason, type=EventType.WARNING))
+            ledger.block(preemptor, reason)
             continue
 
         existing = ledger.open_ops.get(preemptor.uid)
@@ -220,23 +186,16 @@ def plan_preemptions(
             # The budget may have cut the fence short: say so, like any preemption left for the next pass.
             left = len(fence(*fence_args, world.config.max_victims_per_pass)) - len(fenced)
             if left > 0:
-                ledger.events.append(
-                    Decision(
-                        EventReason.BLOCKED,
-                        preemptor.jobset_ref(),
-                        f"admission fence: {left} fresh admission(s) left for the next pass (maxVictimsPerPass)",
-                        op_id,
-                        EventType.WARNING,
-                    )
-                )
+                message = f"admission fence: {left} fresh admission(s) left for the next pass (maxVictimsPerPass)"
+                ledger.block(preemptor, message, op_id)
         op, note = with_fenced(world, preemptor, op, fenced)
         if note is not None:
-            ledger.events.append(note)
+            ledger.event(note)
         ledger.claim(preemptor.uid, op)
-        _record(ledger, record_action(world, preemptor, op))
+        ledger.rerecord(world, preemptor, op)
         spare_text = f"{len(taken)} spare" if taken else "no spare"
         trigger_text = "" if starving is None else f"trigger starvation: pods unbound since {format_time(starving)}; "
-        ledger.events.append(
+        ledger.event(
             Decision(
                 EventReason.PLANNED,
                 preemptor.jobset_ref(),
@@ -246,23 +205,14 @@ def plan_preemptions(
             )
         )
         for victim in sorted(victims, key=lambda v: v.key):
-            ledger.actions.append(hold_action(world, victim, preemptor, op_id))
-            ledger.events.append(
-                Decision(
-                    EventReason.VICTIM_HELD,
-                    victim.jobset_ref(),
-                    f"held (spec.active=false) to free slices for {preemptor.key}",
-                    op_id,
-                )
-            )
+            ledger.hold(world, victim, preemptor, op_id, f"held (spec.active=false) to free slices for {preemptor.key}")
         for newcomer in fenced:
-            hold_fenced(world, ledger, newcomer, preemptor, op_id)
+            ledger.hold(world, newcomer, preemptor, op_id, fenced_why(preemptor), fenced=True)
         ledger.fenced += len(fenced)
+        ledger.preempted += len(victims)
         victim_index.take([*victims, *fenced])
-        budget -= len(victims) + len(fenced)
         planned += 1
-        held += len(victims)
-    return Planned(blocked, planned, held, considered)
+    return Planned(blocked, planned, considered)
 
 
 def _eviction_wait(world: World, evidence: Disruption, delay: timedelta) -> datetime | None:
@@ -325,8 +275,7 @@ def _wait(
     ledger: Ledger, blocked: list[Blocked], preemptor: Unit, needs: dict[SliceShape, int], until: datetime
 ) -> None:
     blocked.append(Blocked(preemptor, needs))  # what it may need soon is not released to others
-    ledger.waiting += 1
-    ledger.deadlines.append(until)
+    ledger.wait(until)
 
 
 def _costly(world: World, victims: list[Unit]) -> list[Unit]:
@@ -371,12 +320,6 @@ def _minimise(
     return kept, reassigned
 
 
-def _booked(ledger: Ledger, uid: str) -> frozenset[str]:
-    """Slices the unit's open op (after `advance_ops`) reserves for it: they count towards its supply."""
-    op = ledger.open_ops.get(uid)
-    return frozenset(op.reserved) if op is not None else frozenset()
-
-
 def _top_up(world: World, existing: OpRecord, more: OpRecord) -> OpRecord:
     """An open op whose reservations no longer cover the deficit (a reserved slice given up, or failed) takes
     `more`'s slices and victims under its own id and start; failed reserved slices are dropped (I4)."""
@@ -390,15 +333,6 @@ def _top_up(world: World, existing: OpRecord, more: OpRecord) -> OpRecord:
         kept=healthy(existing.kept),
         victims=tuple(sorted({*existing.victims, *more.victims})),
     )
-
-
-def _record(ledger: Ledger, record: RecordOp) -> None:
-    """Append the op record, replacing one written earlier this pass for the same preemptor (one write per object)."""
-    for i, action in enumerate(ledger.actions):
-        if isinstance(action, RecordOp) and action.workload.uid == record.workload.uid:
-            ledger.actions[i] = record
-            return
-    ledger.actions.append(record)
 
 
 def _own_slices(world: World, ledger: Ledger, preemptor: Unit) -> list[str]:

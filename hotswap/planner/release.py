@@ -17,9 +17,8 @@ from gke_tpu_priority.hotswap.planner.actions import (
     ReleaseReason,
     ReleaseVictim,
 )
+from gke_tpu_priority.hotswap.planner.claims import Blocked, Ledger
 from gke_tpu_priority.hotswap.planner.disruption import deficit, supply
-from gke_tpu_priority.hotswap.planner.ops import Ledger
-from gke_tpu_priority.hotswap.planner.preempt import Blocked, free_slices
 from gke_tpu_priority.hotswap.planner.world import Unit, World, hold_since
 from gke_tpu_priority.hotswap.slices import QUEUED_CAPACITY, SPOT_CAPACITY, SliceHealth
 
@@ -28,7 +27,7 @@ def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, 
     wl = victim.workload
     assert wl is not None
     keys = world.keys
-    ledger.actions.append(
+    ledger.act(
         ReleaseVictim(
             workload=victim.workload_ref(),
             op_id=wl.annotations.get(keys.op_id, ""),
@@ -37,7 +36,7 @@ def _release(world: World, ledger: Ledger, victim: Unit, reason: ReleaseReason, 
             set_annotations={keys.released_at: format_time(world.now)},
         )
     )
-    ledger.events.append(
+    ledger.event(
         Decision(
             EventReason.VICTIM_RELEASED,
             victim.jobset_ref(),
@@ -55,11 +54,11 @@ def _release_stray(world: World, ledger: Ledger, wl: Workload) -> None:
     ref = ObjectRef("Workload", wl.namespace, wl.name, wl.uid, wl.resource_version)
     if not wl.annotations.get(keys.held_by):  # held for a rung switch, not as a victim: give the switch up
         reason = "rung switch given up: its JobSet is outside the reconciler's namespaces or label selector, or gone"
-        ledger.actions.append(EndRungSwitch(ref, keys.rung_switch_keys(), reason))
+        ledger.act(EndRungSwitch(ref, keys.rung_switch_keys(), reason))
         event_ref = ObjectRef("Workload", wl.namespace, wl.name, wl.uid)
-        ledger.events.append(Decision(EventReason.RUNG_SWITCH, event_ref, reason, type=EventType.WARNING))
+        ledger.event(Decision(EventReason.RUNG_SWITCH, event_ref, reason, type=EventType.WARNING))
         return
-    ledger.actions.append(
+    ledger.act(
         ReleaseVictim(
             workload=ref,
             op_id=op_id,
@@ -68,7 +67,7 @@ def _release_stray(world: World, ledger: Ledger, wl: Workload) -> None:
             set_annotations={keys.released_at: format_time(world.now)},
         )
     )
-    ledger.events.append(
+    ledger.event(
         Decision(
             EventReason.VICTIM_RELEASED,
             ObjectRef("Workload", wl.namespace, wl.name, wl.uid),
@@ -265,14 +264,14 @@ def plan_releases(world: World, ledger: Ledger, blocked: list[Blocked], room: di
     recovering = recovering_idle(world, ledger)
     for uid in world.unbound:  # admitted JobSets with pods waiting for a node bind there by themselves first
         _book(world, recovering, deficit(world, world.units[uid]))
-    free = [*free_slices(world, ledger), *recovering]
+    free = [*ledger.free_slices(world), *recovering]
     for needs in [*(b.needs for b in blocked), *_settling(world, world.annotated)]:
         _book(world, free, needs)
     room = queued_room(world) if room is None else room
     waiting.sort(key=lambda vgs: (-vgs[0].kueue_priority, -vgs[0].pod_priority, vgs[2], vgs[0].key))
     for victim, gone, _since in waiting:
         if exposed(victim) is not None:
-            ledger.deferred += 1
+            ledger.defer()
             continue  # maxHold stays the backstop
         taken = _take(world, free, victim.demand)
         queue = wl_queue(world, victim)

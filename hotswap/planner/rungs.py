@@ -39,8 +39,8 @@ from gke_tpu_priority.hotswap.planner.actions import (
     PinRung,
     StartRungSwitch,
 )
+from gke_tpu_priority.hotswap.planner.claims import Ledger
 from gke_tpu_priority.hotswap.planner.disruption import Disruption
-from gke_tpu_priority.hotswap.planner.ops import Ledger
 from gke_tpu_priority.hotswap.planner.world import Unit, World, preemptor_refusal
 from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY, SPOT_CAPACITY
 
@@ -111,12 +111,12 @@ def _eligible(world: World, ledger: Ledger, unit: Unit, evidence: Disruption) ->
 def _start(world: World, ledger: Ledger, unit: Unit, evidence: Disruption, queue: str) -> None:
     keys = world.keys
     annotations = {keys.rung_switch: QUEUED_CAPACITY, keys.rung_switch_since: format_time(world.now)}
-    ledger.actions.append(StartRungSwitch(unit.workload_ref(), unit.jobset_ref(), QUEUED_CAPACITY, annotations))
+    ledger.act(StartRungSwitch(unit.workload_ref(), unit.jobset_ref(), QUEUED_CAPACITY, annotations))
     assert unit.workload is not None
     ledger.claimed.add(unit.workload.key)
     ledger.rung_switches += 1
-    ledger.deadlines.append(world.now + world.config.rung_switch_timeout)
-    ledger.events.append(
+    ledger.wake_at(world.now + world.config.rung_switch_timeout)
+    ledger.event(
         Decision(
             EventReason.RUNG_SWITCH,
             unit.jobset_ref(),
@@ -142,7 +142,7 @@ def _advance(world: World, ledger: Ledger, unit: Unit) -> None:
             why = f"its pod template already selects {CAPACITY_LABEL}={other[0]}" if other else "nothing to pin"
             _give_up(ledger, unit, keys.rung_switch_keys(), f"rung switch to {target!r} given up: {why}")
             return
-        ledger.actions.append(
+        ledger.act(
             PinRung(unit.workload_ref(), unit.jobset_ref(), target, CAPACITY_LABEL, tuple(rj.name for rj in tpu))
         )
         return
@@ -155,9 +155,9 @@ def _advance(world: World, ledger: Ledger, unit: Unit) -> None:
             f"Kueue did not suspend the JobSet within {timeout.total_seconds():g}s of the rung switch's hold",
         )
         return
-    ledger.deadlines.append(since + timeout)
+    ledger.wake_at(since + timeout)
 
 
 def _give_up(ledger: Ledger, unit: Unit, remove: tuple[str, ...], reason: str) -> None:
-    ledger.actions.append(EndRungSwitch(unit.workload_ref(), remove, reason))
-    ledger.events.append(Decision(EventReason.RUNG_SWITCH, unit.jobset_ref(), reason, type=EventType.WARNING))
+    ledger.act(EndRungSwitch(unit.workload_ref(), remove, reason))
+    ledger.event(Decision(EventReason.RUNG_SWITCH, unit.jobset_ref(), reason, type=EventType.WARNING))

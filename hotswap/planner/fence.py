@@ -18,7 +18,7 @@ from datetime import datetime
 from gke_tpu_priority.hotswap.annotations import OpRecord
 from gke_tpu_priority.hotswap.model import ConditionStatus, PodPhase, find_condition
 from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, EventType
-from gke_tpu_priority.hotswap.planner.victims import in_scope, lower_priority, victim_order, why_not_victim
+from gke_tpu_priority.hotswap.planner.victims import refusal, victim_order
 from gke_tpu_priority.hotswap.planner.world import Unit, World
 
 
@@ -137,11 +137,9 @@ def fence(
         admitted = admitted_at(unit)
         if admitted is None or admitted < op.since:
             continue
-        if not lower_priority(preemptor, unit) or not in_scope(world, preemptor, unit):
-            continue
         if not any(shape.matches(need) for shape in shapes for need in unit.demand):
             continue
-        if why_not_victim(world, unit, disrupted, claimed) is not None:
+        if refusal(world, preemptor, unit, claimed, disrupted=disrupted) is not None:
             continue
         chosen.append(unit)
     return sorted(chosen, key=lambda u: u.key)

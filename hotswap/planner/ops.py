@@ -12,7 +12,7 @@ from gke_tpu_priority.hotswap.planner.actions import EventReason, make_op_id
 from gke_tpu_priority.hotswap.planner.claims import Ledger
 from gke_tpu_priority.hotswap.planner.disruption import placed
 from gke_tpu_priority.hotswap.planner.fence import fence, fenced_why, fresh_admissions, with_fenced
-from gke_tpu_priority.hotswap.planner.victims import in_scope, lower_priority, why_not_victim
+from gke_tpu_priority.hotswap.planner.victims import lower_priority, refusal
 from gke_tpu_priority.hotswap.planner.world import Unit, World, hold_since
 from gke_tpu_priority.hotswap.slices import SliceHealth
 
@@ -249,14 +249,7 @@ def _intruders(
             # made a preemptor later this pass). Refusing it left both JobSets deadlocked until waitForPodsReady
             # in storms. So may a strictly lower preemptor of an open op, not yet advanced (ops go in priority
             # order): both wait on the shared slice otherwise, and only one of them can have it (I9).
-            takeover = unit.uid not in ledger.open_ops and lower_priority(preemptor, unit)
-            why = why_not_victim(world, unit, frozenset(), ledger.claimed, takeover=takeover)
-            if why is None and unit.uid in ledger.open_ops:
-                why = "preemptor of an open operation"
-            if why is None and not lower_priority(preemptor, unit):
-                why = "not of strictly lower priority"
-            if why is None and not in_scope(world, preemptor, unit):
-                why = "out of scope"
+            why = refusal(world, preemptor, unit, ledger.claimed, ledger.open_ops.keys())
             if why is not None:
                 refusals.append(f"{pool} is taken by {unit.key} ({why})")
                 continue

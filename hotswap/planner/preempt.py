@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from gke_tpu_priority.hotswap.annotations import OpRecord, format_time
 from gke_tpu_priority.hotswap.model import SliceShape
@@ -18,8 +18,9 @@ from gke_tpu_priority.hotswap.planner.disruption import Disruption, deficit
 from gke_tpu_priority.hotswap.planner.fence import fence, fenced_why, fresh_admissions, with_fenced
 from gke_tpu_priority.hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
 from gke_tpu_priority.hotswap.planner.victims import VictimIndex, choose_victims, victim_order
+from gke_tpu_priority.hotswap.planner.waiting import costly_victims, eviction_delay, eviction_wait, starvation_wait
 from gke_tpu_priority.hotswap.planner.world import Unit, World, preemptor_refusal
-from gke_tpu_priority.hotswap.slices import SPOT_CAPACITY, SliceHealth
+from gke_tpu_priority.hotswap.slices import SliceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def plan_preemptions(
         gated = disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops
         if gated and disruption is not None and not world.config.eviction_delay_min_loss:
             # Every eviction waits (no cost gate): before any victim is chosen, so by the preemptor's tier alone.
-            until = _eviction_wait(world, disruption, _delay(world, preemptor, None))
+            until = eviction_wait(world, disruption, eviction_delay(world, preemptor, None))
             if until is not None:
                 _wait(ledger, blocked, preemptor, needs, until)
                 continue
@@ -127,13 +128,13 @@ def plan_preemptions(
         if not reason and len(victims) > budget:
             reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
         if not reason and gated and disruption is not None and world.config.eviction_delay_min_loss:
-            costly = _costly(world, victims)
-            until = _eviction_wait(world, disruption, _delay(world, preemptor, costly)) if costly else None
+            costly = costly_victims(world, victims)
+            until = eviction_wait(world, disruption, eviction_delay(world, preemptor, costly)) if costly else None
             if until is not None:
                 _wait(ledger, blocked, preemptor, needs, until)
                 continue
         if not reason and starving is not None:
-            until = _starvation_wait(world, preemptor, starving, victims)
+            until = starvation_wait(world, preemptor, starving, victims)
             if until is not None:
                 # Not booked as blocked: for a starved JobSet a slice that frees up binds its pods by itself,
                 # and releases stay as they were for starved JobSets.
@@ -215,73 +216,11 @@ def plan_preemptions(
     return Planned(blocked, planned, considered)
 
 
-def _eviction_wait(world: World, evidence: Disruption, delay: timedelta) -> datetime | None:
-    """When a new op for this failure may take victims, if not yet (`delay` after the failure). A slice that is
-    back before then ends the infra evidence itself: the JobSet restarts in place, nobody is evicted.
-
-    A failure that cannot be a transient (`Disruption.lasting`) is not waited for by a preemptor whose delay is
-    `evictionDelay` (the top tier, or a victim set of opportunistic work): that delay is a bet on the slice coming
-    back, and a deleted node does not. `lowerTierEvictionDelay` is waited for all the same: it is the price of a
-    costly victim of a tier barely below the preemptor, not a bet on the failure, and in its minutes the victim
-    publishes a checkpoint (it is then cheap and taken at once) or slices free up elsewhere."""
-    if evidence.lasting and delay <= world.config.eviction_delay:
-        return None
-    until = evidence.since + delay
-    return until if world.now < until else None
-
-
-def _starvation_wait(world: World, preemptor: Unit, starving: datetime, victims: list[Unit]) -> datetime | None:
-    """When a starved preemptor below `topTierPriority` may take its costly victims, if not yet: the same
-    `lowerTierEvictionDelay` as after an infrastructure failure, counted from when its pods began to wait. Without
-    it the tier's own delay is undone by Kueue: waitForPodsReady requeues a JobSet whose slices stay down, Kueue
-    re-admits it on the quota it freed, and its pods, unbound again, make it a starvation preemptor a minute later.
-    Each re-admission starts the wait again (`unbound_since`): with a waitForPodsReady timeout shorter than the
-    delay, as on the platform, such a JobSet takes only cheap and opportunistic victims. The top tier keeps
-    `starvationGrace` alone.
-
-    Demand on the spot rung does not start that wait again: there a JobSet admitted without a slice is one whose
-    VMs GCP reclaimed (quota-only Kueue re-admits it on the spot quota its eviction freed). It already waited on the
-    infrastructure path, from the reclamation until Kueue requeued it, and deleted capacity returns on GCP's
-    schedule, not within a transient's minutes (ladder, full scale: waiting again cost more than it saved)."""
-    if _delay(world, preemptor, None) <= world.config.eviction_delay:
-        return None  # the top tier, or every tier waits alike: no victim's cost needs weighing
-    if any(shape.capacity == SPOT_CAPACITY for shape in preemptor.demand):
-        return None
-    costly = _costly(world, victims)
-    if not costly:
-        return None
-    delay = _delay(world, preemptor, costly)
-    if delay <= world.config.eviction_delay:
-        return None
-    until = starving + delay
-    return until if world.now < until else None
-
-
-def _delay(world: World, preemptor: Unit, costly: list[Unit] | None) -> timedelta:
-    """`lowerTierEvictionDelay` for a preemptor below `topTierPriority` whose costly victims (`costly`; None: not
-    chosen yet, so any) include work of a tier that may preempt itself; otherwise `evictionDelay`. A victim below
-    `preemptorMinPriority` is opportunistic work (a tier declared `preempts: false`): nobody waits longer for it."""
-    config = world.config
-    top = config.top_tier_priority
-    if top is None or preemptor.kueue_priority >= top:
-        return config.eviction_delay
-    floor = config.preemptor_min_priority
-    if costly is not None and floor is not None and all(v.kueue_priority < floor for v in costly):
-        return config.eviction_delay
-    return config.lower_tier_eviction_delay
-
-
 def _wait(
     ledger: Ledger, blocked: list[Blocked], preemptor: Unit, needs: dict[SliceShape, int], until: datetime
 ) -> None:
     blocked.append(Blocked(preemptor, needs))  # what it may need soon is not released to others
     ledger.wait(until)
-
-
-def _costly(world: World, victims: list[Unit]) -> list[Unit]:
-    """The victims that would lose more training than `evictionDelayMinLoss` (they wait out the delay)."""
-    limit = world.config.eviction_delay_min_loss.total_seconds()
-    return [v for v in victims if v.progress_at_risk_s(world.now) > limit]
 
 
 def _assign(

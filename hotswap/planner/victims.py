@@ -93,6 +93,32 @@ def why_not_victim(
     return None
 
 
+def refusal(
+    world: World,
+    preemptor: Unit,
+    victim: Unit,
+    claimed: AbstractSet[str],
+    open_ops: AbstractSet[str] = frozenset(),
+    disrupted: AbstractSet[str] = frozenset(),
+) -> str | None:
+    """Why `preemptor` may not take `victim` this pass; None if it may.
+
+    The victim must be a victim at all (`why_not_victim`), strictly lower under both priorities (I1) and in the
+    preemptor's scope. A preemptor of an op recorded in the snapshot may be taken by a strictly higher one, whose
+    hold aborts that op (I9), unless the op is already open in this pass's ledger (`open_ops`: its preemptors'
+    uids), i.e. advanced or opened before the caller's turn.
+    """
+    takeover = victim.uid not in open_ops and lower_priority(preemptor, victim)
+    why = why_not_victim(world, victim, disrupted, claimed, takeover=takeover)
+    if why is None and victim.uid in open_ops:
+        why = "preemptor of an open operation"
+    if why is None and not lower_priority(preemptor, victim):
+        why = "not of strictly lower priority"
+    if why is None and not in_scope(world, preemptor, victim):
+        why = "out of scope"
+    return why
+
+
 VictimOrder = tuple[int, int, float, str]
 
 

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from gke_tpu_priority.hotswap.annotations import is_true, parse_time
-from gke_tpu_priority.hotswap.planner.inversion import inversion_deadlines
+from gke_tpu_priority.hotswap.planner.actions import HoldVictim, ReleaseVictim
+from gke_tpu_priority.hotswap.planner.claims import Ledger
+from gke_tpu_priority.hotswap.planner.priority_inversions import inversion_deadlines
 from gke_tpu_priority.hotswap.planner.starvation import starvation_deadlines
 from gke_tpu_priority.hotswap.planner.world import World, hold_since
 from gke_tpu_priority.hotswap.slices import SliceHealth, confirmation_deadline
@@ -71,3 +73,15 @@ def next_wakeup(world: World) -> datetime | None:
     """Earliest deadline strictly after `world.now`, or None when nothing changes by the clock alone."""
     now = world.now
     return min((t for t in _deadlines(world) if t > now), default=None)
+
+
+def pass_wakeup(world: World, ledger: Ledger) -> datetime | None:
+    """`next_wakeup` of the snapshot; holds and releases written this pass add their own deadlines."""
+    found = next_wakeup(world)
+    config = world.config
+    extra = [t for t in ledger.deadlines if t > world.now]
+    if any(isinstance(a, HoldVictim) for a in ledger.actions):
+        extra.append(world.now + config.max_hold)
+    if any(isinstance(a, ReleaseVictim) for a in ledger.actions):
+        extra.append(world.now + config.release_settle)
+    return min([t for t in (found, *extra) if t is not None], default=None)

@@ -18,7 +18,7 @@ from gke_tpu_priority.hotswap.kube.snapshot import node_from
 from gke_tpu_priority.hotswap.model import ClusterSnapshot, JobSet, PodPhase, Taint, TaintEffect
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, RecordOp
-from gke_tpu_priority.hotswap.planner.inversion import find_inversions
+from gke_tpu_priority.hotswap.planner.priority_inversions import find_inversions
 from gke_tpu_priority.hotswap.planner.victims import why_not_victim
 from gke_tpu_priority.hotswap.planner.world import build_world
 from gke_tpu_priority.hotswap.slices import (

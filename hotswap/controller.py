@@ -49,6 +49,7 @@ from gke_tpu_priority.hotswap.kube.resources import (
 from gke_tpu_priority.hotswap.kube.snapshot import JsonObj, SnapshotBuilder, trimmed
 from gke_tpu_priority.hotswap.metrics import Metrics
 from gke_tpu_priority.hotswap.model import ClusterSnapshot
+from gke_tpu_priority.hotswap.planner import SliceMemo
 from gke_tpu_priority.hotswap.planner import plan as make_plan
 from gke_tpu_priority.hotswap.planner.actions import ClearOp, EventReason, Plan, ReleaseVictim
 from gke_tpu_priority.hotswap.planner.backstop import backstop_plan
@@ -112,6 +113,7 @@ class Controller:
         self.dry_run = config.dry_run if dry_run is None else dry_run
         self.keys = AnnotationKeys(config.annotation_domain)
         self._clock = clock
+        self._slice_memo = SliceMemo()  # the planner's memo of unchanged slices, kept from pass to pass
         self._trigger = asyncio.Event()
         self._stopping = asyncio.Event()
         self._heartbeat = time.monotonic()
@@ -349,7 +351,7 @@ class Controller:
                 # and answering probes while a large fleet is planned.
                 snapshot = self.snapshot()
                 now = self._clock()
-                plan = await asyncio.to_thread(make_plan, snapshot, now, self.config)
+                plan = await asyncio.to_thread(make_plan, snapshot, now, self.config, self._slice_memo)
             # What the snapshot leaves out is a fact about the cluster, exported in dry-run too.
             self.metrics.excluded.clear()
             for reason, count, _examples in plan.diagnostics.exclusions:

@@ -26,15 +26,16 @@ from gke_tpu_priority.hotswap.planner.release import plan_releases, queued_room
 from gke_tpu_priority.hotswap.planner.rungs import plan_rung_switches
 from gke_tpu_priority.hotswap.planner.starvation import starved_units
 from gke_tpu_priority.hotswap.planner.wakeup import pass_wakeup
-from gke_tpu_priority.hotswap.planner.world import World, build_world
+from gke_tpu_priority.hotswap.planner.world import SliceMemo, World, build_world
 from gke_tpu_priority.hotswap.slices import SliceHealth
 
-__all__ = ["plan"]
+__all__ = ["SliceMemo", "plan"]
 
 
-def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> Plan:
-    """Decide this pass's writes and events from one consistent snapshot."""
-    world = build_world(snapshot, now, config)
+def plan(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig, memo: SliceMemo | None = None) -> Plan:
+    """Decide this pass's writes and events from one consistent snapshot. `memo`: the caller's `SliceMemo`, kept
+    from pass to pass of one cluster; it saves allocations and never changes the plan."""
+    world = build_world(snapshot, now, config, memo)
     ledger = Ledger()
     # 1. Quarantine first: the taints keep restarted preemptors off broken slices, and the holds below free
     #    healthy ones.

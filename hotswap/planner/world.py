@@ -69,11 +69,18 @@ _NO_POOLS: frozenset[str] = frozenset()
 _TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 _FINE = (SliceHealth.HEALTHY, SliceHealth.RECOVERING)
 _UNPARSED = datetime.min
-_previous: dict[str, Slice] = {}
-"""The fine slices of the last pass by name, reused when a slice is classified exactly the same again (see
-`_fine`). Slices are immutable, so a reused one is indistinguishable from a new one of the same values."""
 _NAME = attrgetter("name")
 _OWNER = attrgetter("owner_jobset_uid")
+
+
+@dataclass(slots=True)
+class SliceMemo:
+    """The fine slices of the last pass by name, reused when a slice is classified exactly the same again (see
+    `_fine`). Slices are immutable, so a reused one is indistinguishable from a new one of the same values: the memo
+    saves allocations, never changes a plan. Owned by a caller that plans one cluster pass after pass (the
+    controller); `build_world` without one classifies every slice afresh."""
+
+    slices: dict[str, Slice] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=256)
@@ -360,7 +367,10 @@ def annotation_keys(domain: str) -> AnnotationKeys:
     return type("FixedAnnotationKeys", (AnnotationKeys,), fixed)(domain)  # type: ignore[no-any-return]
 
 
-def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig) -> World:
+def build_world(
+    snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig, memo: SliceMemo | None = None
+) -> World:
+    """Index the snapshot for one pass; `memo` (kept by the caller between passes) lets unchanged slices be reused."""
     keys = annotation_keys(config.annotation_domain)
     held_by_key, op_key, checkpoint_key = keys.held_by, keys.op, keys.last_checkpoint
     boost_enabled = config.priority_boost_enabled
@@ -392,7 +402,7 @@ def build_world(snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig)
             excluded.setdefault(NODE_WITHOUT_TPU_LABELS, []).append(node.name)
         if pool:
             node_pool_of[node.name] = pool
-    slices = _classify(groups, now, config)
+    slices = _classify(groups, now, config, memo)
     nodes = dict(zip(map(_NAME, snapshot.nodes), snapshot.nodes, strict=True))
     queues = {q.name: q for q in snapshot.cluster_queues}
 
@@ -636,23 +646,24 @@ def _same_time(a: datetime | None, b: datetime | None) -> bool:
     )
 
 
-def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapConfig) -> dict[str, Slice]:
+def _classify(
+    groups: Mapping[str, list[Node]], now: datetime, config: HotswapConfig, memo: SliceMemo | None
+) -> dict[str, Slice]:
     """`classify_groups`, with a fast path for the usual slice: every host present and fine.
 
     Such a slice is Healthy or Recovering by the latest Ready transition or creation of its hosts; its shape and
     host count follow from the first node's accelerator, topology and machine type when the machine type names
     its chips, so they are taken from the first slice `classify_slice` classified with those labels. Any other
-    slice is classified by `classify_slice` itself.
+    slice is classified by `classify_slice` itself. `memo` gives the last pass's fine slices and keeps this pass's.
     """
-    global _previous
     grace, stabilization = config.unhealthy_grace, config.recovery_stabilization
     # The reconciler's own quarantine taint follows health; were it a health signal, a slice could never recover.
     quarantine = annotation_keys(config.annotation_domain).quarantine_taint
     tolerated = frozenset(config.tolerated_taint_keys) | MARKER_TAINTS | {quarantine}
     shapes: dict[_ShapeKey, tuple[SliceShape, int | None] | None] = {}
     slices: dict[str, Slice] = {}
-    previous, _previous = _previous, {}
-    reused = _previous
+    previous = memo.slices if memo is not None else {}
+    reused: dict[str, Slice] = {}
     for name in sorted(groups):
         members = groups[name]
         first = members[0]
@@ -673,6 +684,8 @@ def _classify(groups: Mapping[str, list[Node]], now: datetime, config: HotswapCo
                 named = chips_per_host(labels[2], ()) is not None
                 shapes[labels] = (found.shape, found.expected_hosts) if named else None
         slices[name] = found
+    if memo is not None:
+        memo.slices = reused
     return slices
 
 

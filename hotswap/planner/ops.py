@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from gke_tpu_priority.hotswap.annotations import OpRecord, decode_history
 from gke_tpu_priority.hotswap.planner.actions import EventReason, make_op_id
@@ -15,6 +15,34 @@ from gke_tpu_priority.hotswap.planner.fence import fence, fenced_why, fresh_admi
 from gke_tpu_priority.hotswap.planner.victims import lower_priority, refusal
 from gke_tpu_priority.hotswap.planner.world import Unit, World, hold_since
 from gke_tpu_priority.hotswap.slices import SliceHealth
+
+
+@dataclass(slots=True)
+class _Pass:
+    """What every op of this pass is advanced against: the snapshot's held victims and recorded ops, built once."""
+
+    world: World
+    ledger: Ledger
+    disrupted: AbstractSet[str]
+    held_for: dict[str, list[Unit]]
+    """Preemptor uid → the victims held for it (a held victim's Workload carries our annotations)."""
+    named: set[str] = field(default_factory=set)
+    """Every victim named by any recorded operation: pods of these on a reserved slice are not intruders."""
+    reserved_by: dict[str, str] = field(default_factory=dict)
+    """Slice → the uid of the preemptor whose recorded op reserves it."""
+    _fresh: list[Unit] | None = None
+    _by_workload: dict[str, Unit] | None = None
+
+    def fresh(self) -> list[Unit]:
+        """The admission fence's candidates, built on first need: most passes have no open operation."""
+        if self._fresh is None:
+            self._fresh = fresh_admissions(self.world)
+        return self._fresh
+
+    def by_workload(self) -> dict[str, Unit]:
+        if self._by_workload is None:
+            self._by_workload = {u.workload.key: u for u in self.world.units.values() if u.workload is not None}
+        return self._by_workload
 
 
 def advance_ops(
@@ -32,13 +60,32 @@ def advance_ops(
     in a pass that aborts it.
     """
     held_for: dict[str, list[Unit]] = defaultdict(list)
-    for unit in world.annotated:  # a held victim's Workload carries our annotations
+    for unit in world.annotated:
         if unit.held_by is not None and unit.workload is not None and not unit.workload.active:
             held_for[unit.held_by.uid].append(unit)
-    by_workload: dict[str, Unit] | None = None  # built on first need: most passes have no open operation
-    fresh: list[Unit] | None = None  # the admission fence's candidates, likewise
-
     contested = contested or {}
+    with_ops = _in_priority_order(world, held_for, contested)
+    state = _Pass(world, ledger, disrupted, held_for)
+    state.named = {v for u in with_ops if u.op is not None for v in u.op.victims}
+    state.reserved_by = {pool: u.uid for u in with_ops if u.op is not None for pool in u.op.reserved}
+    for preemptor in with_ops:
+        if preemptor.workload is None:
+            continue
+        op = _current_op(state, preemptor)
+        if op is None:
+            resolve = contested.get(preemptor.uid)
+            if resolve is not None:
+                resolve()
+            continue
+        if not _settled(state, preemptor, op):
+            _continue(state, preemptor, op)
+
+
+def _in_priority_order(
+    world: World, held_for: Mapping[str, list[Unit]], contested: Mapping[str, Callable[[], None]]
+) -> list[Unit]:
+    """Units that have (or may have) an operation, highest priority first: a recorded op, held victims, or a
+    contested inversion to resolve at their turn."""
     # Only units with an op or held victims can have an operation; sorting just those keeps the order cheap.
     with_ops = [u for u in world.annotated if u.op is not None or u.uid in held_for]
     if any(uid in world.units and world.units[uid] not in with_ops for uid in held_for):
@@ -46,95 +93,114 @@ def advance_ops(
         with_ops = [u for u in world.units.values() if u.op is not None or u.uid in held_for]
     with_ops += [u for uid in contested if (u := world.units[uid]).op is None and uid not in held_for]
     with_ops.sort(key=lambda u: (-u.kueue_priority, -u.pod_priority, u.key))
-    # Every victim named by any recorded operation: pods of these on a reserved slice are not intruders.
-    named = {v for u in with_ops if u.op is not None for v in u.op.victims}
-    reserved_by = {pool: u.uid for u in with_ops if u.op is not None for pool in u.op.reserved}
-    for preemptor in with_ops:
-        op = preemptor.op
-        if preemptor.workload is None:
+    return with_ops
+
+
+def _current_op(state: _Pass, preemptor: Unit) -> OpRecord | None:
+    """The preemptor's op: as recorded, with held victims the record misses; or rebuilt from its held victims
+    (C3); None if it has none."""
+    held = state.held_for.get(preemptor.uid, ())
+    if preemptor.op is not None:
+        return _adopt_held(state.world, preemptor.op, held)
+    assert preemptor.workload is not None
+    # A unit held this pass is never made a preemptor (I9).
+    if held and preemptor.workload.key not in state.ledger.claimed:
+        return _reconstruct(state.world, preemptor, list(held))
+    return None
+
+
+def _settled(state: _Pass, preemptor: Unit, op: OpRecord) -> bool:
+    """Abort the op or finish it, if its time has come; True if so."""
+    world, ledger = state.world, state.ledger
+    taken_by = ledger.taken_over.get(preemptor.uid)
+    if taken_by is not None:
+        # Held this pass by a strictly higher preemptor whose pods share its slice (I9): that hold's write
+        # removes the op, so there is nothing to clear; its reservations and victims are claimed no more.
+        ledger.abort(preemptor, op, f"aborted: {taken_by}")
+        return True
+    if not preemptor.running_in_kueue or preemptor.held_by is not None:
+        # With no record written for it there is nothing to clear: just say so.
+        ledger.abort(preemptor, op, "preemptor no longer running in Kueue", None if preemptor.op is None else world)
+        return True
+    if placed(world, preemptor):
+        ledger.done += 1
+        ledger.clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices")
+        return True
+    return False
+
+
+def _continue(state: _Pass, preemptor: Unit, op: OpRecord) -> None:
+    """Keep the op open: extend it (intruders, fence) while it may be, write its record if it changed, claim it
+    and hold what it still has to."""
+    world, ledger = state.world, state.ledger
+    intruders: list[Unit] = []
+    fenced: list[Unit] = []
+    recorded = preemptor.op
+    if _extensible(world, preemptor, op, state.disrupted):
+        op, intruders, fenced = _extend(state, preemptor, op)
+    if op != recorded:
+        ledger.record(world, preemptor, op)
+    ledger.claim(preemptor.uid, op)
+    for intruder in intruders:
+        why = f"held (spec.active=false): took a slice reserved for {preemptor.key} (op extension, C12)"
+        pools = [p for p in intruder.occupied if p in op.reserved]
+        ledger.hold(world, intruder, preemptor, op.op_id, why, pools=pools)
+    for newcomer in fenced:
+        ledger.hold(world, newcomer, preemptor, op.op_id, fenced_why(preemptor), fenced=True)
+    ledger.extended += len(intruders)
+    ledger.fenced += len(fenced)
+    _resume_holds(state, preemptor, op, [*intruders, *fenced])
+
+
+def _extend(state: _Pass, preemptor: Unit, op: OpRecord) -> tuple[OpRecord, list[Unit], list[Unit]]:
+    """The op extension (C12): the op with the intruders on its slices and the fresh admissions the fence holds
+    added, and those two lists; a reserved slice taken for good is given up or, if blocked anyway, kept (I6)."""
+    world, ledger = state.world, state.ledger
+    others = {
+        pool: uid for pool, uid in state.reserved_by.items() if uid != preemptor.uid and uid not in ledger.taken_over
+    }
+    whole = op
+    op, given_up = _give_up_lost(world, preemptor, op)
+    intruders, landed, lost = _intruders(world, ledger, preemptor, op, state.disrupted, state.named, others)
+    if lost:
+        op = whole  # blocked by another slice all the same: the op stays as it was (I6)
+    elif given_up:
+        ledger.block(preemptor, given_up, op.op_id)
+    if intruders:
+        added = {wl.key for i in intruders if (wl := i.workload) is not None}
+        op = replace(
+            op,
+            victims=tuple(sorted({*op.victims, *added})),
+            slices=tuple(sorted({*op.slices, *landed})),
+        )
+    fenced: list[Unit] = []
+    if not lost:  # a reserved slice taken for good: fencing would hold work for nothing (I6)
+        taken = ledger.claimed | state.named | {wl.key for i in intruders if (wl := i.workload) is not None}
+        budget = ledger.victim_budget(world) - len(intruders)
+        held = state.held_for.get(preemptor.uid, ())
+        fenced = fence(world, preemptor, op, state.fresh(), held, state.disrupted, taken, budget)
+    op, note = with_fenced(world, preemptor, op, fenced)
+    if note is not None:
+        ledger.event(note)
+    return op, intruders, fenced
+
+
+def _resume_holds(state: _Pass, preemptor: Unit, op: OpRecord, just_held: list[Unit]) -> None:
+    """C2: the op was recorded but a crash (or a conflict) stopped some holds; finish them."""
+    world, ledger = state.world, state.ledger
+    by_workload = state.by_workload()
+    for victim_key in op.victims:
+        victim = by_workload.get(victim_key)
+        if victim is None or victim.workload is None or victim.held_by is not None:
             continue
-        recorded = op
-        if op is None:
-            # A unit held this pass is never made a preemptor (I9).
-            if preemptor.uid in held_for and preemptor.workload.key not in ledger.claimed:
-                op = _reconstruct(world, preemptor, held_for[preemptor.uid])
-            if op is None:
-                resolve = contested.get(preemptor.uid)
-                if resolve is not None:
-                    resolve()
-                continue
-        else:
-            op = _adopt_held(world, op, held_for.get(preemptor.uid, ()))
-        taken_by = ledger.taken_over.get(preemptor.uid)
-        if taken_by is not None:
-            # Held this pass by a strictly higher preemptor whose pods share its slice (I9): that hold's write
-            # removes the op, so there is nothing to clear; its reservations and victims are claimed no more.
-            ledger.abort(preemptor, op, f"aborted: {taken_by}")
+        if victim in just_held or victim.uid in ledger.open_ops:
             continue
-        if not preemptor.running_in_kueue or preemptor.held_by is not None:
-            # With no record written for it there is nothing to clear: just say so.
-            ledger.abort(preemptor, op, "preemptor no longer running in Kueue", None if recorded is None else world)
-            continue
-        if placed(world, preemptor):
-            ledger.done += 1
-            ledger.clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices")
-            continue
-        intruders: list[Unit] = []
-        fenced: list[Unit] = []
-        if _extensible(world, preemptor, op, disrupted):
-            others = {
-                pool: uid for pool, uid in reserved_by.items() if uid != preemptor.uid and uid not in ledger.taken_over
-            }
-            whole = op
-            op, given_up = _give_up_lost(world, preemptor, op)
-            intruders, landed, lost = _intruders(world, ledger, preemptor, op, disrupted, named, others)
-            if lost:
-                op = whole  # blocked by another slice all the same: the op stays as it was (I6)
-            elif given_up:
-                ledger.block(preemptor, given_up, op.op_id)
-            if intruders:
-                added = {wl.key for i in intruders if (wl := i.workload) is not None}
-                op = replace(
-                    op,
-                    victims=tuple(sorted({*op.victims, *added})),
-                    slices=tuple(sorted({*op.slices, *landed})),
-                )
-            if not lost:  # a reserved slice taken for good: fencing would hold work for nothing (I6)
-                if fresh is None:
-                    fresh = fresh_admissions(world)
-                taken = ledger.claimed | named | {wl.key for i in intruders if (wl := i.workload) is not None}
-                budget = ledger.victim_budget(world) - len(intruders)
-                held = held_for.get(preemptor.uid, ())
-                fenced = fence(world, preemptor, op, fresh, held, disrupted, taken, budget)
-            op, note = with_fenced(world, preemptor, op, fenced)
-            if note is not None:
-                ledger.event(note)
-        if op != recorded:
-            ledger.record(world, preemptor, op)
-        ledger.claim(preemptor.uid, op)
-        for intruder in intruders:
-            why = f"held (spec.active=false): took a slice reserved for {preemptor.key} (op extension, C12)"
-            pools = [p for p in intruder.occupied if p in op.reserved]
-            ledger.hold(world, intruder, preemptor, op.op_id, why, pools=pools)
-        for newcomer in fenced:
-            ledger.hold(world, newcomer, preemptor, op.op_id, fenced_why(preemptor), fenced=True)
-        ledger.extended += len(intruders)
-        ledger.fenced += len(fenced)
-        if by_workload is None:
-            by_workload = {u.workload.key: u for u in world.units.values() if u.workload is not None}
-        # C2: the op was recorded but a crash (or a conflict) stopped some holds; finish them.
-        for victim_key in op.victims:
-            victim = by_workload.get(victim_key)
-            if victim is None or victim.workload is None or victim.held_by is not None:
-                continue
-            if victim in intruders or victim in fenced or victim.uid in ledger.open_ops:
-                continue
-            history = decode_history(victim.workload.annotations.get(world.keys.hold_history, ""))
-            if op.since is not None and any(t >= op.since for t in history):
-                continue  # held for this op before and since released (max-hold, manual): never re-hold
-            if victim.running_in_kueue:
-                pools = [p for p in victim.occupied if p in op.reserved]
-                ledger.hold(world, victim, preemptor, op.op_id, f"held for {preemptor.key} (resumed)", pools=pools)
+        history = decode_history(victim.workload.annotations.get(world.keys.hold_history, ""))
+        if op.since is not None and any(t >= op.since for t in history):
+            continue  # held for this op before and since released (max-hold, manual): never re-hold
+        if victim.running_in_kueue:
+            pools = [p for p in victim.occupied if p in op.reserved]
+            ledger.hold(world, victim, preemptor, op.op_id, f"held for {preemptor.key} (resumed)", pools=pools)
 
 
 def _extensible(world: World, preemptor: Unit, op: OpRecord, disrupted: AbstractSet[str]) -> bool:

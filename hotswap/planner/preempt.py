@@ -7,7 +7,7 @@ Infra-disrupted preemptors (I8) go first; starved ones (`starvation`: admitted, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from gke_tpu_priority.hotswap.annotations import OpRecord, format_time
@@ -33,12 +33,70 @@ class Planned:
     starved: int
 
 
+@dataclass(slots=True)
+class _Round:
+    """The stage's state from one preemptor to the next: the victim index, the free slices left, and its results."""
+
+    world: World
+    ledger: Ledger
+    short: set[str]
+    """Disrupted and still lacking slices: preemptors, never victims."""
+    victim_index: VictimIndex
+    spare: list[str]
+    """Free slices not yet taken by a preemptor of this stage."""
+    surplus: list[str] = field(default_factory=list)
+    """Freed by this pass's victims but not needed by their preemptor."""
+    blocked: list[Blocked] = field(default_factory=list)
+    planned: int = 0
+    considered: int = 0
+    _fresh: list[Unit] | None = None
+    _held_for: dict[str, list[Unit]] = field(default_factory=dict)
+
+    def fence_inputs(self, preemptor: Unit) -> tuple[list[Unit], list[Unit]]:
+        """The fence's candidates and the victims held for `preemptor`, built on first need."""
+        if self._fresh is None:
+            self._fresh = fresh_admissions(self.world)
+            for unit in self.world.annotated:
+                if unit.held_by is not None:
+                    self._held_for.setdefault(unit.held_by.uid, []).append(unit)
+        return self._fresh, self._held_for.get(preemptor.uid, [])
+
+
+@dataclass(frozen=True, slots=True)
+class _Trigger:
+    """A preemptor and why it preempts: infra evidence (`disruption`), or pods unbound since `starving`."""
+
+    unit: Unit
+    starving: datetime | None
+    disruption: Disruption | None
+
+
 def plan_preemptions(
     world: World, ledger: Ledger, disrupted: dict[str, Disruption], starved: Sequence[Starved] = ()
 ) -> Planned:
     """Plan ops for infra-disrupted preemptors, then for `starved` ones (`starved_units`), in one budget."""
+    queue, short = _infra_preemptors(world, ledger, disrupted)
+    # Starved preemptors after every infra one: infra failures have first call on the budget and the spares.
+    triggers = [_Trigger(u, None, e) for u, e in queue] + [_Trigger(s.unit, s.since, None) for s in starved]
+    # A disrupted JobSet is no victim while it still lacks slices (I9, B17: it is a preemptor itself). Once it is
+    # whole again on healthy slices its infra evidence lingers for `attributionWindow`, but it is ordinary running
+    # work: excluding it then would leave a top-tier JobSet blocked while the cheapest victim (just restarted) is
+    # right there. Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3) carry no op in
+    # the snapshot yet; they are no victims either (I9).
+    victim_index = VictimIndex(world, short | ledger.open_ops.keys(), ledger.claimed)
+    state = _Round(world, ledger, short, victim_index, ledger.free_slices(world))
+    for trigger in triggers:
+        _plan_one(state, trigger)
+    return Planned(state.blocked, state.planned, state.considered)
+
+
+def _infra_preemptors(
+    world: World, ledger: Ledger, disrupted: dict[str, Disruption]
+) -> tuple[list[tuple[Unit, Disruption]], set[str]]:
+    """Infra-disrupted preemptors that still lack slices and may preempt, in priority order, and the uids of
+    every disrupted unit still lacking slices (preemptors, never victims)."""
     queue: list[tuple[Unit, Disruption]] = []
-    short: set[str] = set()  # disrupted and still lacking slices: preemptors, never victims (below)
+    short: set[str] = set()
     for uid, evidence in disrupted.items():
         unit = world.units[uid]
         if not deficit(world, unit, ledger.booked(uid)):
@@ -53,167 +111,187 @@ def plan_preemptions(
             continue
         queue.append((unit, evidence))
     queue.sort(key=lambda ue: (-ue[0].kueue_priority, -ue[0].pod_priority, ue[1].since, ue[0].key))
-    # Starved preemptors after every infra one: infra failures have first call on the budget and the spares.
-    sources: list[tuple[Unit, datetime | None, Disruption | None]] = [(u, None, e) for u, e in queue]
-    sources += [(s.unit, s.since, None) for s in starved]
+    return queue, short
 
-    # A disrupted JobSet is no victim while it still lacks slices (I9, B17: it is a preemptor itself). Once it is
-    # whole again on healthy slices its infra evidence lingers for `attributionWindow`, but it is ordinary running
-    # work: excluding it then left top-tier JobSets blocked for minutes in storms while the cheapest victim (just
-    # restarted) was right there. Preemptors of ops opened or rebuilt in `advance_ops` (contested inversions, C3)
-    # carry no op in the snapshot yet; they are no victims either (I9).
-    victim_index = VictimIndex(world, short | ledger.open_ops.keys(), ledger.claimed)
-    spare = ledger.free_slices(world)
-    surplus: list[str] = []  # freed by this pass's victims but not needed by their preemptor
-    blocked: list[Blocked] = []
-    planned = considered = 0
-    fresh: list[Unit] | None = None  # the fence's candidates and held victims by preemptor, built on first need
-    held_for: dict[str, list[Unit]] = {}
 
-    for preemptor, starving, disruption in sources:
-        needs = deficit(world, preemptor, ledger.booked(preemptor.uid))
-        if starving is not None:
-            wl = preemptor.workload
-            if not needs or wl is None or wl.key in ledger.claimed:
-                continue  # covered by an open op, or held this pass by another op (I9)
-            covering = covered_by(world, needs, spare)
-            if covering is not None:
-                # Enough free slices: kube-scheduler binds it there, holding work would only churn. They are
-                # booked for it, so a later preemptor does not reserve them and leave it short next pass (I11).
-                spare = [p for p in spare if p not in covering]
-                continue
-            considered += 1
-        taken: list[str] = []
-        remaining: dict[SliceShape, int] = {}
-        for shape in sorted(needs, key=lambda s: (s.key, s.chips_per_host or 0)):
-            k = needs[shape]
-            for pool in [*spare, *surplus]:
-                if k == 0:
-                    break
-                if pool not in taken and world.slices[pool].shape.matches(shape):
-                    taken.append(pool)
-                    k -= 1
-            remaining[shape] = k
+def _plan_one(state: _Round, trigger: _Trigger) -> None:
+    """One preemptor: spare slices first, then a minimal victim set, unless it must wait or is blocked."""
+    world, ledger, preemptor, disruption = state.world, state.ledger, trigger.unit, trigger.disruption
+    needs = deficit(world, preemptor, ledger.booked(preemptor.uid))
+    if trigger.starving is not None and not _starving_needs_victims(state, preemptor, needs):
+        return
+    taken, remaining = _take_spares(state, needs)
+    gated = disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops
+    if gated and disruption is not None and not world.config.eviction_delay_min_loss:
+        # Every eviction waits (no cost gate): before any victim is chosen, so by the preemptor's tier alone.
+        until = eviction_wait(world, disruption, eviction_delay(world, preemptor, None))
+        if until is not None:
+            _wait(ledger, state.blocked, preemptor, needs, until)
+            return
+    victims, assigned, reason = _choose(state, preemptor, taken, remaining)
+    budget = ledger.victim_budget(world)
+    if not reason and len(victims) > budget:
+        reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
+    if not reason and gated and disruption is not None and world.config.eviction_delay_min_loss:
+        costly = costly_victims(world, victims)
+        until = eviction_wait(world, disruption, eviction_delay(world, preemptor, costly)) if costly else None
+        if until is not None:
+            _wait(ledger, state.blocked, preemptor, needs, until)
+            return
+    if not reason and trigger.starving is not None:
+        until = starvation_wait(world, preemptor, trigger.starving, victims)
+        if until is not None:
+            # Not booked as blocked: for a starved JobSet a slice that frees up binds its pods by itself,
+            # and releases stay as they were for starved JobSets.
+            ledger.wait(until)
+            return
+    if reason:
+        _refuse(state, trigger, needs, reason)
+        return
+    _open(state, trigger, taken, assigned, victims)
 
-        budget = ledger.victim_budget(world)
-        gated = disruption is not None and any(remaining.values()) and preemptor.uid not in ledger.open_ops
-        if gated and disruption is not None and not world.config.eviction_delay_min_loss:
-            # Every eviction waits (no cost gate): before any victim is chosen, so by the preemptor's tier alone.
-            until = eviction_wait(world, disruption, eviction_delay(world, preemptor, None))
-            if until is not None:
-                _wait(ledger, blocked, preemptor, needs, until)
-                continue
 
-        victims: list[Unit] = []
-        assigned: list[str] = []  # slices the victims free for this preemptor
-        reason = ""
-        for shape in sorted(remaining, key=lambda s: (s.key, s.chips_per_host or 0)):
+def _starving_needs_victims(state: _Round, preemptor: Unit, needs: dict[SliceShape, int]) -> bool:
+    """Whether a starved preemptor is one to take victims for: it still lacks slices, is not claimed, and free
+    slices do not cover it (those are then booked for it)."""
+    wl = preemptor.workload
+    if not needs or wl is None or wl.key in state.ledger.claimed:
+        return False  # covered by an open op, or held this pass by another op (I9)
+    covering = covered_by(state.world, needs, state.spare)
+    if covering is not None:
+        # Enough free slices: kube-scheduler binds it there, holding work would only churn. They are booked for
+        # it, so a later preemptor does not reserve them and leave it short next pass (I11).
+        state.spare = [p for p in state.spare if p not in covering]
+        return False
+    state.considered += 1
+    return True
+
+
+def _take_spares(state: _Round, needs: dict[SliceShape, int]) -> tuple[list[str], dict[SliceShape, int]]:
+    """Spare and surplus slices of the needed shapes, and what is still missing per shape."""
+    taken: list[str] = []
+    remaining: dict[SliceShape, int] = {}
+    for shape in sorted(needs, key=lambda s: (s.key, s.chips_per_host or 0)):
+        k = needs[shape]
+        for pool in [*state.spare, *state.surplus]:
+            if k == 0:
+                break
+            if pool not in taken and state.world.slices[pool].shape.matches(shape):
+                taken.append(pool)
+                k -= 1
+        remaining[shape] = k
+    return taken, remaining
+
+
+def _choose(
+    state: _Round, preemptor: Unit, taken: list[str], remaining: dict[SliceShape, int]
+) -> tuple[list[Unit], list[str], str]:
+    """A minimal victim set covering `remaining`, the slices it frees for the preemptor, and why not (or "")."""
+    world, ledger = state.world, state.ledger
+    victims: list[Unit] = []
+    assigned: list[str] = []  # slices the victims free for this preemptor
+    for shape in sorted(remaining, key=lambda s: (s.key, s.chips_per_host or 0)):
+        avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
+        k = remaining[shape] - len(avail)
+        if k > 0:
+            chosen = {v.uid for v in victims}
+            excluded = ledger.reserved | set(taken) | set(assigned)
+            candidates = state.victim_index.candidates(preemptor, shape, chosen, excluded)
+            choice = choose_victims(k, candidates, world.occupants)
+            if choice is None:
+                return victims, assigned, f"no lower-priority victims can free {k} more {shape.key} slice(s)"
+            victims.extend(c.unit for c in choice)
             avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
-            k = remaining[shape] - len(avail)
-            if k > 0:
-                chosen = {v.uid for v in victims}
-                excluded = ledger.reserved | set(taken) | set(assigned)
-                candidates = victim_index.candidates(preemptor, shape, chosen, excluded)
-                choice = choose_victims(k, candidates, world.occupants)
-                if choice is None:
-                    reason = f"no lower-priority victims can free {k} more {shape.key} slice(s)"
-                    break
-                victims.extend(c.unit for c in choice)
-                avail = _matching(world, _freed(world, victims, ledger, taken), shape, assigned)
-            assigned.extend(avail[: remaining[shape]])
-        if not reason and len(victims) > 1:
-            # Chosen one shape at a time, a victim picked for one shape may have become redundant once a victim
-            # picked for a later shape freed a slice of the first shape too: minimise over the whole op (I7).
-            victims, assigned = _minimise(world, ledger, taken, remaining, victims, assigned)
-        if not reason and len(victims) > budget:
-            reason = f"needs {len(victims)} victims but only {budget} may be held this pass (maxVictimsPerPass)"
-        if not reason and gated and disruption is not None and world.config.eviction_delay_min_loss:
-            costly = costly_victims(world, victims)
-            until = eviction_wait(world, disruption, eviction_delay(world, preemptor, costly)) if costly else None
-            if until is not None:
-                _wait(ledger, blocked, preemptor, needs, until)
-                continue
-        if not reason and starving is not None:
-            until = starvation_wait(world, preemptor, starving, victims)
-            if until is not None:
-                # Not booked as blocked: for a starved JobSet a slice that frees up binds its pods by itself,
-                # and releases stay as they were for starved JobSets.
-                ledger.wait(until)
-                continue
-        if reason:
-            if starving is None:
-                blocked.append(Blocked(preemptor, needs))
-            elif not lower_occupants(world, preemptor, needs):
-                continue  # nothing lower to take: ordinary queueing behind equal or higher work, no warning
-            else:
-                reason = f"starved since {format_time(starving)}: {reason}"
-            ledger.block(preemptor, reason)
-            continue
+        assigned.extend(avail[: remaining[shape]])
+    if len(victims) > 1:
+        # Chosen one shape at a time, a victim picked for one shape may have become redundant once a victim
+        # picked for a later shape freed a slice of the first shape too: minimise over the whole op (I7).
+        victims, assigned = _minimise(world, ledger, taken, remaining, victims, assigned)
+    return victims, assigned, ""
 
-        existing = ledger.open_ops.get(preemptor.uid)
-        trigger = preemptor.uid if starving is None else f"{preemptor.uid}/{STARVATION}"
-        op_id = existing.op_id if existing is not None else make_op_id(trigger, preemptor.jobset.restarts)
-        all_freed = _freed(world, victims, ledger, taken)
-        surplus.extend(p for p in all_freed if p not in assigned and p not in surplus)
-        slices = tuple(sorted({*taken, *assigned}))
-        kept = tuple(_own_slices(world, ledger, preemptor))
-        for pool in slices:
-            if pool in spare:
-                spare.remove(pool)
-            if pool in surplus:
-                surplus.remove(pool)
-        op = OpRecord(
-            op_id=op_id,
-            attempt=preemptor.jobset.restarts,
-            slices=slices,
-            victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
-            since=world.now,
-            kept=kept,
+
+def _refuse(state: _Round, trigger: _Trigger, needs: dict[SliceShape, int], reason: str) -> None:
+    """Nothing is held (I6): an infra preemptor is booked as blocked; a starved one is warned about only when
+    lower-priority work occupies what it needs (else it queues behind equal or higher work, as Kueue means)."""
+    preemptor, starving = trigger.unit, trigger.starving
+    if starving is None:
+        state.blocked.append(Blocked(preemptor, needs))
+    elif not lower_occupants(state.world, preemptor, needs):
+        return
+    else:
+        reason = f"starved since {format_time(starving)}: {reason}"
+    state.ledger.block(preemptor, reason)
+
+
+def _open(state: _Round, trigger: _Trigger, taken: list[str], assigned: list[str], victims: list[Unit]) -> None:
+    """Open (or top up) the preemptor's op: reserve its slices, fence them, record it, hold its victims."""
+    world, ledger, preemptor, starving = state.world, state.ledger, trigger.unit, trigger.starving
+    existing = ledger.open_ops.get(preemptor.uid)
+    cause = preemptor.uid if starving is None else f"{preemptor.uid}/{STARVATION}"
+    op_id = existing.op_id if existing is not None else make_op_id(cause, preemptor.jobset.restarts)
+    all_freed = _freed(world, victims, ledger, taken)
+    state.surplus.extend(p for p in all_freed if p not in assigned and p not in state.surplus)
+    slices = tuple(sorted({*taken, *assigned}))
+    kept = tuple(_own_slices(world, ledger, preemptor))
+    for pool in slices:
+        if pool in state.spare:
+            state.spare.remove(pool)
+        if pool in state.surplus:
+            state.surplus.remove(pool)
+    op = OpRecord(
+        op_id=op_id,
+        attempt=preemptor.jobset.restarts,
+        slices=slices,
+        victims=tuple(sorted(v.workload.key for v in victims if v.workload is not None)),
+        since=world.now,
+        kept=kept,
+    )
+    if existing is not None:
+        op = _top_up(world, existing, op)
+    op, fenced = _fence_new_op(state, preemptor, op, len(victims))
+    ledger.claim(preemptor.uid, op)
+    ledger.rerecord(world, preemptor, op)
+    spare_text = f"{len(taken)} spare" if taken else "no spare"
+    trigger_text = "" if starving is None else f"trigger starvation: pods unbound since {format_time(starving)}; "
+    ledger.event(
+        Decision(
+            EventReason.PLANNED,
+            preemptor.jobset_ref(),
+            f"{'re-planned: ' if existing else ''}{trigger_text}{spare_text} slice(s), {len(victims)} victim(s) "
+            f"for slices {', '.join(slices)}",
+            op_id,
         )
-        if existing is not None:
-            op = _top_up(world, existing, op)
-        # The fence ran in `advance_ops`, before these slices were reserved: it runs for them now, for a new op
-        # too (a workload Kueue admitted at this very instant is fenced now, not by the next pass, I11).
-        if fresh is None:
-            fresh = fresh_admissions(world)
-            held_for = {}
-            for unit in world.annotated:
-                if unit.held_by is not None:
-                    held_for.setdefault(unit.held_by.uid, []).append(unit)
-        taken_keys = ledger.claimed | set(op.victims)
-        fence_args = (world, preemptor, op, fresh, held_for.get(preemptor.uid, ()), short, taken_keys)
-        fenced = fence(*fence_args, budget - len(victims))
-        if budget - len(victims) <= len(fenced):
-            # The budget may have cut the fence short: say so, like any preemption left for the next pass.
-            left = len(fence(*fence_args, world.config.max_victims_per_pass)) - len(fenced)
-            if left > 0:
-                message = f"admission fence: {left} fresh admission(s) left for the next pass (maxVictimsPerPass)"
-                ledger.block(preemptor, message, op_id)
-        op, note = with_fenced(world, preemptor, op, fenced)
-        if note is not None:
-            ledger.event(note)
-        ledger.claim(preemptor.uid, op)
-        ledger.rerecord(world, preemptor, op)
-        spare_text = f"{len(taken)} spare" if taken else "no spare"
-        trigger_text = "" if starving is None else f"trigger starvation: pods unbound since {format_time(starving)}; "
-        ledger.event(
-            Decision(
-                EventReason.PLANNED,
-                preemptor.jobset_ref(),
-                f"{'re-planned: ' if existing else ''}{trigger_text}{spare_text} slice(s), {len(victims)} victim(s) "
-                f"for slices {', '.join(slices)}",
-                op_id,
-            )
-        )
-        for victim in sorted(victims, key=lambda v: v.key):
-            ledger.hold(world, victim, preemptor, op_id, f"held (spec.active=false) to free slices for {preemptor.key}")
-        for newcomer in fenced:
-            ledger.hold(world, newcomer, preemptor, op_id, fenced_why(preemptor), fenced=True)
-        ledger.fenced += len(fenced)
-        ledger.preempted += len(victims)
-        victim_index.take([*victims, *fenced])
-        planned += 1
-    return Planned(blocked, planned, considered)
+    )
+    for victim in sorted(victims, key=lambda v: v.key):
+        ledger.hold(world, victim, preemptor, op_id, f"held (spec.active=false) to free slices for {preemptor.key}")
+    for newcomer in fenced:
+        ledger.hold(world, newcomer, preemptor, op_id, fenced_why(preemptor), fenced=True)
+    ledger.fenced += len(fenced)
+    ledger.preempted += len(victims)
+    state.victim_index.take([*victims, *fenced])
+    state.planned += 1
+
+
+def _fence_new_op(state: _Round, preemptor: Unit, op: OpRecord, victims: int) -> tuple[OpRecord, list[Unit]]:
+    """The fence ran in `advance_ops`, before these slices were reserved: it runs for them now, for a new op too
+    (a workload Kueue admitted at this very instant is fenced now, not by the next pass, I11). Returns the op with
+    the fenced admissions and those admissions; the fence's share of the budget is what the victims leave."""
+    world, ledger = state.world, state.ledger
+    fresh, held = state.fence_inputs(preemptor)
+    taken_keys = ledger.claimed | set(op.victims)
+    fence_args = (world, preemptor, op, fresh, held, state.short, taken_keys)
+    budget = ledger.victim_budget(world) - victims
+    fenced = fence(*fence_args, budget)
+    if budget <= len(fenced):
+        # The budget may have cut the fence short: say so, like any preemption left for the next pass.
+        left = len(fence(*fence_args, world.config.max_victims_per_pass)) - len(fenced)
+        if left > 0:
+            message = f"admission fence: {left} fresh admission(s) left for the next pass (maxVictimsPerPass)"
+            ledger.block(preemptor, message, op.op_id)
+    op, note = with_fenced(world, preemptor, op, fenced)
+    if note is not None:
+        ledger.event(note)
+    return op, fenced
 
 
 def _wait(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -370,20 +370,68 @@ def annotation_keys(domain: str) -> AnnotationKeys:
 def build_world(
     snapshot: ClusterSnapshot, now: datetime, config: HotswapConfig, memo: SliceMemo | None = None
 ) -> World:
-    """Index the snapshot for one pass; `memo` (kept by the caller between passes) lets unchanged slices be reused."""
-    keys = annotation_keys(config.annotation_domain)
-    held_by_key, op_key, checkpoint_key = keys.held_by, keys.op, keys.last_checkpoint
-    boost_enabled = config.priority_boost_enabled
-    namespaces = frozenset(config.namespaces)
+    """Index the snapshot for one pass; `memo` (kept by the caller between passes) lets unchanged slices be reused.
 
-    # One pass gives both the slices' members and each node's slice (`slice_key`): the pool for multi-host
-    # slices, pool/node for single-host ones, the bare pool for nodes without TPU labels. Whether a node is
-    # single-host depends on its labels alone, and a fleet has few distinct ones: `slice_key` runs once each.
+    Hand-tuned for large fleets (nested dicts that allocate no key tuples, parses memoised per distinct value),
+    in steps: slices from the nodes, each JobSet's Workload, the units, their pods, then what follows from those.
+    """
+    keys = annotation_keys(config.annotation_domain)
+    excluded: dict[str, list[str]] = {}
+    groups, node_pool_of = _group_nodes(snapshot.nodes, excluded)
+    slices = _classify(groups, now, config, memo)
+    queues = {q.name: q for q in snapshot.cluster_queues}
+    workload_by_owner, one_each = _workloads_by_owner(snapshot, excluded)
+    found = _build_units(snapshot, config, keys, workload_by_owner, queues, excluded)
+    units = found.units
+    fine = {name for name, slice_ in slices.items() if slice_.health in _FINE}
+    pods = _index_pods(snapshot.pods, found.by_key, node_pool_of, fine)
+    departed_of = _departed(snapshot, found.by_key, now - config.attribution_window)
+    _attach(pods, departed_of, units, excluded)
+    unbound = {unit.uid: since for unit in pods.waiting if (since := unbound_since(unit)) is not None}
+    with_pods = [u for u in units.values() if u.live_pods or u.departed]
+    suspects = [u for u in with_pods if u.departed or u in pods.exposed] if pods.exposed or departed_of else []
+    failures = _workload_failures(slices, with_pods, node_pool_of)
+    if failures:
+        slices = confirm_failures(slices, failures, now, config.unhealthy_grace, config.confirmed_unhealthy_grace)
+    if one_each and units.keys() >= workload_by_owner.keys():
+        orphans: list[Workload] = []  # every Workload's JobSet is a unit
+        stray_held: list[Workload] = []
+    else:
+        orphans, stray_held = _orphans_and_strays(snapshot.workloads, units, config, keys)
+    occupants = pods.occupants
+    return World(
+        now=now,
+        config=config,
+        keys=keys,
+        slices=slices,
+        units=units,
+        occupants=occupants,
+        node_pool_of=node_pool_of,
+        nodes=dict(zip(map(_NAME, snapshot.nodes), snapshot.nodes, strict=True)),
+        orphan_workloads=orphans,
+        queues=queues,
+        excluded=excluded,
+        stray_held=stray_held,
+        slice_failures=failures,
+        unbound=unbound,
+        running=found.running,
+        annotated=found.annotated,
+        with_pods=with_pods,
+        suspects=suspects,
+        idle=[name for name, slice_ in slices.items() if slice_.usable and name not in occupants],
+        request_owned=frozenset(name for name, slice_ in slices.items() if slice_.request_owned),
+    )
+
+
+def _group_nodes(nodes: Sequence[Node], excluded: dict[str, list[str]]) -> tuple[dict[str, list[Node]], dict[str, str]]:
+    """Each slice's member nodes, and each node's slice (`slice_key`): the pool for multi-host slices, pool/node for
+    single-host ones, the bare pool for nodes without TPU labels."""
     groups: dict[str, list[Node]] = {}
     node_pool_of: dict[str, str] = {}
-    excluded: dict[str, list[str]] = {}
+    # Whether a node is single-host depends on its labels alone, and a fleet has few distinct ones: `slice_key`
+    # runs once each.
     single_host: dict[tuple[str, str | None, int | None], bool] = {}
-    for node in snapshot.nodes:
+    for node in nodes:
         pool, topology = node.node_pool, node.topology
         if pool and topology and node.accelerator:
             labels = (topology, node.machine_type, node.tpu_chips)
@@ -402,58 +450,80 @@ def build_world(
             excluded.setdefault(NODE_WITHOUT_TPU_LABELS, []).append(node.name)
         if pool:
             node_pool_of[node.name] = pool
-    slices = _classify(groups, now, config, memo)
-    nodes = dict(zip(map(_NAME, snapshot.nodes), snapshot.nodes, strict=True))
-    queues = {q.name: q for q in snapshot.cluster_queues}
+    return groups, node_pool_of
 
-    # First Workload by (namespace, name) per owning JobSet, as if the Workloads were sorted by that. Usually
-    # every Workload has an owner and no owner has two: then a plain mapping is that.
+
+def _workloads_by_owner(
+    snapshot: ClusterSnapshot, excluded: dict[str, list[str]]
+) -> tuple[dict[str | None, Workload], bool]:
+    """The first Workload by (namespace, name) per owning JobSet, as if the Workloads were sorted by that, and
+    whether every Workload has an owner and no owner has two (then a plain mapping is that)."""
     workloads = snapshot.workloads
-    workload_by_owner: dict[str | None, Workload] = dict(zip(map(_OWNER, workloads), workloads, strict=True))
-    one_each = len(workload_by_owner) == len(workloads) and None not in workload_by_owner
+    by_owner: dict[str | None, Workload] = dict(zip(map(_OWNER, workloads), workloads, strict=True))
+    one_each = len(by_owner) == len(workloads) and None not in by_owner
     if not one_each:
-        workload_by_owner = {}
-        for candidate in workloads:
-            owner_uid = candidate.owner_jobset_uid
-            if owner_uid is None:
-                excluded.setdefault(NO_OWNER, []).append(candidate.key)
-                continue
-            current = workload_by_owner.get(owner_uid)
-            if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
-                workload_by_owner[owner_uid] = candidate
-
+        by_owner = _first_by_owner(workloads, lambda wl: False, excluded, NO_OWNER)
     # A Workload speaks for the JobSet that owns it only from the JobSet's own namespace: owner references across
     # namespaces are invalid in Kubernetes, and one written in another namespace (a decoy) must not stand in for the
     # real Workload, whose hold or operation it would replace.
     owner_namespace = {js.uid: js.namespace for js in snapshot.jobsets}
-    strays = [
-        w
-        for w in workload_by_owner.values()
-        if w.namespace != owner_namespace.get(w.owner_jobset_uid or "", w.namespace)
-    ]
+    strays = [w for w in by_owner.values() if w.namespace != owner_namespace.get(w.owner_jobset_uid or "", w.namespace)]
     if strays:
         stray_ids = {id(wl) for wl in strays}
-        workload_by_owner = {}
-        for candidate in workloads:
-            owner_uid = candidate.owner_jobset_uid
-            if owner_uid is None:
-                continue
-            if id(candidate) in stray_ids or candidate.namespace != owner_namespace.get(owner_uid, candidate.namespace):
-                excluded.setdefault(OTHER_NAMESPACE, []).append(candidate.key)
-                continue
-            current = workload_by_owner.get(owner_uid)
-            if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
-                workload_by_owner[owner_uid] = candidate
 
-    units: dict[str, Unit] = {}
-    running: list[Unit] = []
-    annotated: list[Unit] = []
-    # Namespace → name → unit: looking pods up in nested dicts allocates no (namespace, name) key tuples.
-    by_key: dict[str, dict[str, Unit]] = {}
+        def elsewhere(wl: Workload) -> bool:
+            owner = wl.owner_jobset_uid or ""
+            return id(wl) in stray_ids or wl.namespace != owner_namespace.get(owner, wl.namespace)
+
+        by_owner = _first_by_owner(workloads, elsewhere, excluded, OTHER_NAMESPACE)
+    return by_owner, one_each
+
+
+def _first_by_owner(
+    workloads: Sequence[Workload], skip: Callable[[Workload], bool], excluded: dict[str, list[str]], why: str
+) -> dict[str | None, Workload]:
+    """The first Workload by (namespace, name) per owner uid; one without an owner is excluded as NO_OWNER (when
+    that is `why`) and one `skip` refuses as `why`."""
+    by_owner: dict[str | None, Workload] = {}
+    for candidate in workloads:
+        owner_uid = candidate.owner_jobset_uid
+        if owner_uid is None:
+            if why == NO_OWNER:
+                excluded.setdefault(NO_OWNER, []).append(candidate.key)
+            continue
+        if skip(candidate):
+            excluded.setdefault(why, []).append(candidate.key)
+            continue
+        current = by_owner.get(owner_uid)
+        if current is None or (candidate.namespace, candidate.name) < (current.namespace, current.name):
+            by_owner[owner_uid] = candidate
+    return by_owner
+
+
+@dataclass(slots=True)
+class _Units:
+    units: dict[str, Unit]
+    running: list[Unit]
+    annotated: list[Unit]
+    by_key: dict[str, dict[str, Unit]]
+    """Namespace → name → unit: looking pods up in nested dicts allocates no (namespace, name) key tuples."""
+
+
+def _build_units(
+    snapshot: ClusterSnapshot,
+    config: HotswapConfig,
+    keys: AnnotationKeys,
+    workload_by_owner: Mapping[str | None, Workload],
+    queues: Mapping[str, ClusterQueue],
+    excluded: dict[str, list[str]],
+) -> _Units:
+    """One unit per JobSet in view, with its Workload, priorities, queue, hold, op and checkpoint."""
+    namespaces = frozenset(config.namespaces)
+    found = _Units({}, [], [], {})
+    units, by_key = found.units, found.by_key
     in_namespace: dict[str, Unit] | None = None
     last_namespace: str | None = None
     workload_of = workload_by_owner.get
-    queue_of = queues.get
     checkpoints: dict[str, datetime | None] = {}  # `parse_time` per distinct annotation value
     created = 0
     for js in snapshot.jobsets:
@@ -462,27 +532,9 @@ def build_world(
             continue
         created += 1
         wl = workload_of(js.uid)
-        if wl is None:
-            unit = Unit(js, None, 0, js.pod_priority or 0, None)
-        else:
-            kueue_priority = wl.priority or 0
-            if boost_enabled:
-                raw = wl.annotations.get(KUEUE_PRIORITY_BOOST, "")
-                if raw.lstrip("-").isdigit():
-                    kueue_priority += int(raw)
-            queue_name = wl.cluster_queue
-            unit = Unit(js, wl, kueue_priority, js.pod_priority or 0, queue_of(queue_name) if queue_name else None)
-            annotations = wl.annotations
-            if annotations:  # `held_by` and `op` default to None
-                held_by = annotations.get(held_by_key)
-                unit.held_by = HeldBy.decode(held_by) if held_by else None
-                op = annotations.get(op_key)
-                unit.op = OpRecord.decode(op) if op is not None else None
-                annotated.append(unit)
-            if unit.running_in_kueue:
-                running.append(unit)
+        unit = _unit(js, wl, config, keys, queues, found)
         if js.annotations:
-            checkpoint = js.annotations.get(checkpoint_key)
+            checkpoint = js.annotations.get(keys.last_checkpoint)
             if checkpoint:
                 parsed = checkpoints.get(checkpoint, _UNPARSED)
                 if parsed is _UNPARSED:
@@ -500,19 +552,68 @@ def build_world(
         in_namespace[js.name] = unit
     if len(units) < created:
         # Two JobSets with one uid: the later one is the unit, so the lists are rebuilt from `units`.
-        running = [u for u in units.values() if u.running_in_kueue]
-        annotated = [u for u in units.values() if u.workload is not None and u.workload.annotations]
+        found.running = [u for u in units.values() if u.running_in_kueue]
+        found.annotated = [u for u in units.values() if u.workload is not None and u.workload.annotations]
+    return found
 
-    occupants: dict[str, set[str]] = {}
-    pods_of: dict[Unit, list[Pod]] = {}
-    occupied_by: dict[Unit, set[str]] = {}
-    max_pod_priority: dict[str, int] = {}
-    waiting: dict[Unit, None] = {}  # units with a pod not bound to a node, in pod order
-    # Units with a pod on a node of no slice, or of one that is not Healthy or Recovering: only these (and units
-    # with departed pods) can have infra evidence, since `confirm_failures` only turns Suspect into Unhealthy.
-    fine = {name for name, found in slices.items() if found.health in _FINE}
-    exposed: set[Unit] = set()
-    for pod in snapshot.pods:
+
+def _unit(
+    js: JobSet,
+    wl: Workload | None,
+    config: HotswapConfig,
+    keys: AnnotationKeys,
+    queues: Mapping[str, ClusterQueue],
+    found: _Units,
+) -> Unit:
+    """The JobSet's unit; listed in `found.annotated` and `found.running` as it is."""
+    if wl is None:
+        return Unit(js, None, 0, js.pod_priority or 0, None)
+    kueue_priority = wl.priority or 0
+    if config.priority_boost_enabled:
+        raw = wl.annotations.get(KUEUE_PRIORITY_BOOST, "")
+        if raw.lstrip("-").isdigit():
+            kueue_priority += int(raw)
+    queue_name = wl.cluster_queue
+    unit = Unit(js, wl, kueue_priority, js.pod_priority or 0, queues.get(queue_name) if queue_name else None)
+    annotations = wl.annotations
+    if annotations:  # `held_by` and `op` default to None
+        held_by = annotations.get(keys.held_by)
+        unit.held_by = HeldBy.decode(held_by) if held_by else None
+        op = annotations.get(keys.op)
+        unit.op = OpRecord.decode(op) if op is not None else None
+        found.annotated.append(unit)
+    if unit.running_in_kueue:
+        found.running.append(unit)
+    return unit
+
+
+@dataclass(slots=True)
+class _Pods:
+    occupants: dict[str, set[str]] = field(default_factory=dict)
+    pods_of: dict[Unit, list[Pod]] = field(default_factory=dict)
+    occupied_by: dict[Unit, set[str]] = field(default_factory=dict)
+    max_pod_priority: dict[str, int] = field(default_factory=dict)
+    waiting: dict[Unit, None] = field(default_factory=dict)
+    """Units with a pod not bound to a node, in pod order."""
+    exposed: set[Unit] = field(default_factory=set)
+    """Units with a pod on a node of no slice, or of one that is not Healthy or Recovering: only these (and units
+    with departed pods) can have infra evidence, since `confirm_failures` only turns Suspect into Unhealthy."""
+
+
+def _index_pods(
+    pods: Sequence[Pod], by_key: Mapping[str, Mapping[str, Unit]], node_pool_of: Mapping[str, str], fine: set[str]
+) -> _Pods:
+    """Each unit's pods, the slices they occupy, their highest pod priority, and who occupies each slice."""
+    found = _Pods()
+    occupants, pods_of, occupied_by, max_pod_priority = (
+        found.occupants,
+        found.pods_of,
+        found.occupied_by,
+        found.max_pod_priority,
+    )
+    in_namespace: Mapping[str, Unit] | None = None
+    last_namespace: str | None = None
+    for pod in pods:
         pod_namespace = pod.namespace
         if pod_namespace != last_namespace:
             in_namespace = by_key.get(pod_namespace)
@@ -531,13 +632,13 @@ def build_world(
                 if seen is None or priority > seen:
                     max_pod_priority[owner.uid] = priority
             if node_name is None:
-                waiting[owner] = None
+                found.waiting[owner] = None
                 continue
         elif node_name is None:
             continue
         pool = node_pool_of.get(node_name) or pod.node_pool
         if pool not in fine and owner is not None:
-            exposed.add(owner)
+            found.exposed.add(owner)
         if pool is None or pod.phase in _TERMINAL:
             continue
         # Pods of JobSets outside our view, and TPU pods of no JobSet (a `batch/v1` Job's, a bare pod: empty
@@ -554,16 +655,32 @@ def build_world(
                 occupied_by[owner] = {pool}
             else:
                 pools.add(pool)
-    window_start = now - config.attribution_window
+    return found
+
+
+def _departed(
+    snapshot: ClusterSnapshot, by_key: Mapping[str, Mapping[str, Unit]], window_start: datetime
+) -> dict[Unit, list[DepartedPod]]:
+    """Each unit's pods that departed within the attribution window."""
     departed_of: dict[Unit, list[DepartedPod]] = {}
     for gone in snapshot.departed_pods:
         namespace_units = by_key.get(gone.namespace)
         owner = namespace_units.get(gone.jobset_name) if namespace_units is not None else None
         if owner is not None and gone.gone_at >= window_start:
             departed_of.setdefault(owner, []).append(gone)
-    for unit, owned in pods_of.items():
+    return departed_of
+
+
+def _attach(
+    pods: _Pods,
+    departed_of: Mapping[Unit, list[DepartedPod]],
+    units: Mapping[str, Unit],
+    excluded: dict[str, list[str]],
+) -> None:
+    """Give each unit its pods, occupied slices, departed pods and pod priority."""
+    for unit, owned in pods.pods_of.items():
         unit.live_pods = owned
-    for unit, pools in occupied_by.items():
+    for unit, pools in pods.occupied_by.items():
         unit.occupied = pools
         wl = unit.workload
         # Running in Kueue means admitted: only the others can be excluded here.
@@ -578,59 +695,31 @@ def build_world(
             excluded.setdefault(NOT_ADMITTED, []).append(unit.key)
     for unit, departed in departed_of.items():
         unit.departed = departed
-
-    for uid, highest in max_pod_priority.items():
+    for uid, highest in pods.max_pod_priority.items():
         # Victim side uses the highest pod priority seen (it must be strictly below the preemptor's), the
         # preemptor side its template priority; pods without a PriorityClass count as 0 (D9).
         unit = units[uid]
         unit.pod_priority = highest if unit.jobset.pod_priority is None else max(unit.pod_priority, highest)
 
-    unbound = {unit.uid: since for unit in waiting if (since := unbound_since(unit)) is not None}
-    with_pods = [u for u in units.values() if u.live_pods or u.departed]
-    suspects = [u for u in with_pods if u.departed or u in exposed] if exposed or departed_of else []
 
-    failures = _workload_failures(slices, with_pods, node_pool_of)
-    if failures:
-        slices = confirm_failures(slices, failures, now, config.unhealthy_grace, config.confirmed_unhealthy_grace)
-
-    if one_each and units.keys() >= workload_by_owner.keys():
-        orphans: list[Workload] = []  # every Workload's JobSet is a unit
-        stray_held: list[Workload] = []
-    else:
-        orphans = [
-            wl
-            for wl in workloads
-            if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
-            and (not namespaces or wl.namespace in namespaces)
-        ]
-        stray_held = [
-            wl
-            for wl in workloads
-            if (wl.annotations.get(held_by_key) or wl.annotations.get(keys.rung_switch))
-            and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
-        ]
-    return World(
-        now=now,
-        config=config,
-        keys=keys,
-        slices=slices,
-        units=units,
-        occupants=occupants,
-        node_pool_of=node_pool_of,
-        nodes=nodes,
-        orphan_workloads=orphans,
-        queues=queues,
-        excluded=excluded,
-        stray_held=stray_held,
-        slice_failures=failures,
-        unbound=unbound,
-        running=running,
-        annotated=annotated,
-        with_pods=with_pods,
-        suspects=suspects,
-        idle=[name for name, found in slices.items() if found.usable and name not in occupants],
-        request_owned=frozenset(name for name, found in slices.items() if found.request_owned),
-    )
+def _orphans_and_strays(
+    workloads: Sequence[Workload], units: Mapping[str, Unit], config: HotswapConfig, keys: AnnotationKeys
+) -> tuple[list[Workload], list[Workload]]:
+    """Workloads whose JobSet is not a unit (in view), and those of them carrying our hold or rung switch."""
+    namespaces = frozenset(config.namespaces)
+    orphans = [
+        wl
+        for wl in workloads
+        if (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+        and (not namespaces or wl.namespace in namespaces)
+    ]
+    stray_held = [
+        wl
+        for wl in workloads
+        if (wl.annotations.get(keys.held_by) or wl.annotations.get(keys.rung_switch))
+        and (wl.owner_jobset_uid is None or wl.owner_jobset_uid not in units)
+    ]
+    return orphans, stray_held
 
 
 _ShapeKey = tuple[str | None, str | None, str, str | None]  # accelerator, topology, machine type, capacity

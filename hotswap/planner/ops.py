@@ -312,8 +312,8 @@ def _intruders(
                 continue  # a victim whose pods are still terminating
             # An infra-disrupted intruder may be held (unlike a victim chosen for a new op, B17): its leader took
             # the preemptor's slice, so it has restarted and loses no more progress (a unit held here is never
-            # made a preemptor later this pass). Refusing it left both JobSets deadlocked until waitForPodsReady
-            # in storms. So may a strictly lower preemptor of an open op, not yet advanced (ops go in priority
+            # made a preemptor later this pass). Refusing it would leave both JobSets deadlocked until
+            # waitForPodsReady. So may a strictly lower preemptor of an open op, not yet advanced (ops go in priority
             # order): both wait on the shared slice otherwise, and only one of them can have it (I9).
             why = refusal(world, preemptor, unit, ledger.claimed, ledger.open_ops.keys())
             if why is not None:

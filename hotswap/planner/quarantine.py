@@ -1,7 +1,7 @@
 """Keep new pods off broken slices (Suspect or Unhealthy): the quarantine taint on each host, and off again after.
 
 A multi-host slice is all-or-nothing: with one host down the slice runs nothing, but its surviving hosts are Ready
-and look free to kube-scheduler. On real Kueue, JobSet and kube-scheduler (issue 33) a restarted high-priority
+and look free to kube-scheduler. On real Kueue, JobSet and kube-scheduler a restarted high-priority
 JobSet was placed there every time, and waited for the repair although the reconciler had freed a healthy slice
 for it. Neither kube-scheduler nor JobSet's exclusive placement knows slice health, so the reconciler, which does,
 marks the slice. The taint is NoSchedule: pods already running there stay (a drain is Kueue's job, not ours).

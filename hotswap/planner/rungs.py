@@ -19,11 +19,9 @@ annotations:
    when someone else reactivated it, or when Kueue has not suspended it within `rungSwitchTimeout`.
 
 Every tier that may preempt moves (not those below `preemptorMinPriority`), higher priority first, each only when
-Kueue can admit it on the queued rung: free quota there, or quota lower-priority work holds there. In the
-simulator's ladder the middle tier's moves matter most: its spot evictions of low JobSets were almost all of the
-victims' loss left there. An earlier simulator-only switch of the middle tier at every reclamation, with no room
-check, made it wait for queued capacity the top tier held (its badput x4.8); the room check is what makes the move
-pay (docs/benchmarks.md, "A fourth lever kept").
+Kueue can admit it on the queued rung: free quota there, or quota lower-priority work holds there. Without that
+room check a JobSet moved at every reclamation would wait for queued capacity higher tiers hold, and lose more than
+the eviction it avoided (docs/benchmarks.md measures both).
 """
 
 from __future__ import annotations

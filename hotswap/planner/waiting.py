@@ -41,7 +41,7 @@ def starvation_wait(world: World, preemptor: Unit, starving: datetime, victims: 
     Demand on the spot rung does not start that wait again: there a JobSet admitted without a slice is one whose
     VMs GCP reclaimed (quota-only Kueue re-admits it on the spot quota its eviction freed). It already waited on the
     infrastructure path, from the reclamation until Kueue requeued it, and deleted capacity returns on GCP's
-    schedule, not within a transient's minutes (ladder, full scale: waiting again cost more than it saved)."""
+    schedule, not within a transient's minutes, so waiting again would cost more than it saves."""
     if eviction_delay(world, preemptor, None) <= world.config.eviction_delay:
         return None  # the top tier, or every tier waits alike: no victim's cost needs weighing
     if any(shape.capacity == SPOT_CAPACITY for shape in preemptor.demand):

@@ -1,4 +1,4 @@
-"""Reusable oracles for the hotswap invariants (research B.8) over one snapshot and the plan made for it.
+"""Reusable oracles for the hotswap invariants (docs/planner.md, "Invariants") over one snapshot and its plan.
 
 `violations(snapshot, plan, config)` returns human-readable violations (empty = all hold);
 `assert_invariants` raises with all of them. `idempotence_violations` re-plans on the applied snapshot (I11).
@@ -214,7 +214,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
             if not any(vk in occupants.get(p, set()) for p in op.reserved):
                 problems.append(f"I7 victim {v} of {op.op_id} frees no reserved slice")
         previous = OpRecord.decode(preemptor.annotations.get(keys.op, "")) if keys.op in preemptor.annotations else None
-        # Issue 11.6: fence holds are counted in the op and bounded per op, not only per pass.
+        # Fence holds are counted in the op and bounded per op, not only per pass.
         fenced_now = sum(1 for h in holds if h.fenced and h.op_id == op.op_id)
         before = previous.fenced if previous is not None and previous.op_id == op.op_id else 0
         if op.fenced != before + fenced_now:
@@ -243,9 +243,10 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         # I8 is extended for slice priority inversions: in reconciler mode every TPU PriorityClass has
         # preemptionPolicy Never and JobSet's exclusive anti-affinity only separates equal priorities, so a
         # lower-priority leader can share the slice where the preemptor waits for its followers, and nothing but
-        # the reconciler can undo that (research §2.5). Such an op needs no infra evidence, but every slice it
-        # takes (not the ones it keeps) must hold live pods of the preemptor's current attempt and of another
-        # JobSet, each of which is a victim of this op or already held; and the preemptor is not yet all Running.
+        # the reconciler can undo that (docs/planner.md, "Slice priority inversions"). Such an op needs no infra
+        # evidence, but every slice it takes (not the ones it keeps) must hold live pods of the preemptor's current
+        # attempt and of another JobSet, each of which is a victim of this op or already held; and the preemptor
+        # is not yet all Running.
         own_pods = [
             p
             for p in snapshot.pods

@@ -1,4 +1,4 @@
-"""What an eviction throws away (issue 14): victims are ranked by chips x progress since their last checkpoint,
+"""What an eviction throws away: victims are ranked by chips x progress since their last checkpoint,
 and `evictionDelay` keeps a short failure from evicting anyone."""
 
 from __future__ import annotations
@@ -254,8 +254,7 @@ def _lasting(checkpoint: str | None = None) -> Fleet:
 
 def test_a_lower_tier_waits_its_delay_for_a_costly_victim_even_when_the_failure_is_lasting() -> None:
     """The lower tier's delay is the price of a costly victim, not a bet on the slice coming back: a deleted node
-    waits it out too (ladder, full scale, 5a31c27's bench: victims' loss 1,999 -> 1,727 chip-h, weighted badput
-    even)."""
+    waits it out too."""
     snap = _lasting().snapshot()
     config = _tiered(top=2000)
     evidence = next(iter(disrupted_units(build_world(snap, T0, config)).values()))

@@ -1,4 +1,4 @@
-"""Slice priority inversions (research §2.5): lower-priority work sharing the slice where a higher-priority JobSet
+"""Slice priority inversions (docs/planner.md): lower-priority work sharing the slice where a higher-priority JobSet
 waits for its followers is held, after `inversionGrace`, as an op for the higher one."""
 
 from __future__ import annotations

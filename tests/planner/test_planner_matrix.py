@@ -1,4 +1,4 @@
-"""Failure-matrix cases (research section (c)) that the planner decides; each test is named after its id."""
+"""Failure-matrix cases that the planner decides; each test is named after its id (docs/planner.md, "Failure cases")."""
 
 from __future__ import annotations
 
@@ -298,8 +298,8 @@ def _struck_low(whole_again: bool) -> Fleet:
 
 def test_B17_a_struck_victim_whole_again_is_a_candidate() -> None:
     """Infra evidence outlives the restart by `attributionWindow`; a JobSet running whole again on healthy slices
-    is ordinary work, not a preemptor (in storms the old rule left the top tier blocked for the whole window while
-    the cheapest victim, just restarted, ran next to it). Control: the same JobSet still short is no victim."""
+    is ordinary work, not a preemptor (excluding it would leave the top tier blocked for the whole window while the
+    cheapest victim, just restarted, runs next to it). Control: the same JobSet still short is no victim."""
     assert held(run(_struck_low(whole_again=True).snapshot())) == ["low"]
     assert held(run(_struck_low(whole_again=False).snapshot())) == []
 

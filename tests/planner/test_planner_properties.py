@@ -215,7 +215,7 @@ def test_admission_fence_holds_only_fresh_lower_priority_work_that_never_ran(
 @st.composite
 def mixed_shape_fleets(draw: st.DrawFn) -> ClusterSnapshot:
     """A high-priority JobSet spanning 4x4 and 2x4 slices loses some; every other slice runs lower work of either or
-    both shapes: victims chosen shape by shape must still be minimal over the whole operation (I7, issue 11.1)."""
+    both shapes: victims chosen shape by shape must still be minimal over the whole operation (I7)."""
     free_big = [f"b{i}" for i in range(draw(st.integers(2, 6)))]
     free_small = [f"q{i}" for i in range(draw(st.integers(2, 6)))]
     fleet = Fleet().slices(*free_big).slices(*free_small, topology="2x4")

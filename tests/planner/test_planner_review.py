@@ -1,4 +1,4 @@
-"""Table tests for the review of the planner against the spec and Kueue (issue 11): minimality across shapes
+"""Table tests of the planner against its invariants and Kueue: minimality across shapes
 (I7), release order (B.7(a)), held Workloads outside the view (I10) and `reclaimWithinCohort: Any`."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def reclaim_fleet(any_queue: bool, borrowing: bool, admission_known: bool) -> Fl
 
 @pytest.mark.parametrize("admission_known", [True, False])
 def test_release_is_deferred_while_reclaim_any_could_evict_a_higher_borrower(admission_known: bool) -> None:
-    """Issue 11.5: `low`'s queue reclaims with `Any`; `high` borrows in the same cohort. Released onto free v0,
+    """`low`'s queue reclaims with `Any`; `high` borrows in the same cohort. Released onto free v0,
     `low` fits its queue's nominal quota and Kueue would evict `high` for it, irrespective of priority."""
     result = run(reclaim_fleet(any_queue=True, borrowing=True, admission_known=admission_known).snapshot())
     assert releases(result) == {}
@@ -172,7 +172,7 @@ def multi_shape_fleet() -> Fleet:
 
 
 def test_victims_are_minimal_over_the_whole_operation_not_per_shape() -> None:
-    """Issue 11.1: per shape, `w` alone is the best 2x4 victim and `v` the only 4x4 one; but `v` frees a 2x4
+    """Per shape, `w` alone is the best 2x4 victim and `v` the only 4x4 one; but `v` frees a 2x4
     slice too, so `{v}` covers the deficit and holding `w` as well evicts a JobSet for nothing."""
     result = run(multi_shape_fleet().snapshot())
     assert held_names(result) == ["v"]
@@ -213,7 +213,7 @@ def release_order_fleet(free: int) -> tuple[Fleet, dict[str, str]]:
 
 
 def test_a_lower_victim_never_takes_capacity_a_higher_held_victim_waits_for() -> None:
-    """Issue 11.2: two free slices; vb takes one. vc needs two and cannot be placed yet, so the last slice is
+    """Two free slices; vb takes one. vc needs two and cannot be placed yet, so the last slice is
     booked for it: va, lower than vc, must not take it (README: released in priority order)."""
     fleet, keys = release_order_fleet(free=2)
     result = run(fleet.snapshot())
@@ -261,7 +261,7 @@ def _cascade(config: HotswapConfig, rounds: int) -> tuple[list[str], list[str]]:
 
 
 def test_the_admission_fence_cascade_is_bounded_per_operation() -> None:
-    """Issue 11.6: each fence hold frees quota Kueue gives the next queued workload, which the next pass fenced
+    """Each fence hold frees quota Kueue gives the next queued workload, which the next pass fenced
     again for as long as the reserved slices stayed at risk. The op now stops at `fenceHoldsPerSlice` per
     reserved slice (2 x {p1, v0} = 4), says so once, and records the count."""
     fenced, notes = _cascade(CFG, rounds=8)

@@ -380,8 +380,8 @@ def on_rung(capacity: str) -> Fleet:
 
 def test_a_starved_lower_tier_on_the_spot_rung_does_not_wait_for_spot_to_return() -> None:
     """Quota-only Kueue re-admits a JobSet whose spot VMs GCP reclaimed to the spot quota its eviction freed; the
-    VMs come back on GCP's schedule, so waiting the lower tier's delay only keeps it idle (the ladder's medium
-    badput doubled with the wait). The reservation rung is the control: there the delay holds."""
+    VMs come back on GCP's schedule, so waiting the lower tier's delay only keeps it idle. The reservation rung is
+    the control: there the delay holds."""
     assert len(holds(checked(on_rung("spot").snapshot(), TIERED))) == 1
     waited = checked(on_rung("reservation").snapshot(), TIERED)
     assert holds(waited) == [] and waited.diagnostics.ops_waiting == 1

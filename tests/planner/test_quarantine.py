@@ -1,6 +1,6 @@
 """The quarantine taint: every host of a Suspect or Unhealthy slice gets `<domain>/unhealthy-slice:NoSchedule` while
-the slice is broken, and loses it once the slice is usable again (issue 33: on real controllers a restarted JobSet
-was placed on a failed slice's surviving hosts)."""
+the slice is broken, and loses it once the slice is usable again (on real controllers a restarted JobSet is placed
+on a failed slice's surviving hosts otherwise)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Issue 37 item 4, the ladder: a held victim whose own rung has no free slice goes back to Kueue when its
+"""On a capacity ladder, a held victim whose own rung has no free slice goes back to Kueue when its
 ClusterQueue has queued-provisioning quota free for it (`ReleaseReason.QUEUED_CAPACITY`).
 
 Waiting for a reservation or spot slice kept the victim out of Kueue's queue while the queued flex-start rung's
-quota stood idle (docs/benchmarks.md, "Reconciler levers tried for issue 37 item 4"). Each case has a control that
+quota stood idle (docs/benchmarks.md measures the difference). Each case has a control that
 differs in one thing, so the tests fail when the rule is missing or too loose.
 """
 

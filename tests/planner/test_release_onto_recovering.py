@@ -1,6 +1,6 @@
-"""Issue 37, `multi_disruption`: a held victim may go back onto a slice that is Recovering (repaired less than
+"""A held victim may go back onto a slice that is Recovering (repaired less than
 `recoveryStabilization` ago). Waiting for Healthy left every repaired slice of a storm empty for the whole
-stabilization while its victims waited (docs/benchmarks.md, "Storms on a clock"). Preemptors still wait for
+stabilization while its victims waited. Preemptors still wait for
 Healthy, and what admitted JobSets already wait for is theirs first. Each case has a control that differs in one
 thing, so the tests fail when the rule is missing or too loose.
 """

@@ -1,4 +1,4 @@
-"""Multi-tenancy in the planner (issue 36): the reconciler's safety decisions rest on what a team cannot forge.
+"""Multi-tenancy in the planner: the reconciler's safety decisions rest on what a team cannot forge.
 
 - a JobSet above its namespace's entitlement never preempts (defence in depth behind the admission policy);
 - the protect annotation counts only in namespaces whose team may set it;

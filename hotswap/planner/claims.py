@@ -1,7 +1,7 @@
 """The claims ledger of one planning pass: what the stages have reserved, claimed, written and said so far.
 
 The stages of `plan()` share no state but this ledger, and they change it through its named transitions only
-(`claim`, `hold`, `record`, `clear`, `abort`, `block`, `wait`, `defer`, `wake_at`, `event`, `act`), so each write
+(`claim`, `hold`, `record`, `finish`, `abort`, `block`, `wait`, `defer`, `wake_at`, `event`, `act`, ...), so each write
 and the event that explains it live in one place. The victim budget (`maxVictimsPerPass`) and the pass's counters
 (`summary`) are read from it too. Invariant codes (I3, I9, ...) are defined in docs/planner.md.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import TypedDict
 
 from gke_tpu_priority.hotswap.annotations import OpRecord, format_time
@@ -25,6 +26,21 @@ from gke_tpu_priority.hotswap.planner.actions import (
     RecordOp,
 )
 from gke_tpu_priority.hotswap.planner.world import Unit, World
+
+
+class Held(Enum):
+    """Why a victim is held, which is also the counter (and victim budget share) its hold goes to."""
+
+    PREEMPTION = "preempted"
+    """For a new (or topped-up) op of a disrupted or starved preemptor."""
+    EXTENSION = "extended"
+    """It took a slice reserved for an open op (C12)."""
+    FENCE = "fenced"
+    """A fresh admission held by the admission fence before its pods land (C12)."""
+    INVERSION = "inverted"
+    """It sat in a higher-priority JobSet's slice."""
+    RESUMED = ""
+    """A hold the op's record names but a crash stopped (C2): finished now, counted by no rule of this pass."""
 
 
 class Counters(TypedDict):
@@ -132,16 +148,23 @@ class Ledger:
         preemptor: Unit,
         op_id: str,
         why: str,
-        *,
-        fenced: bool = False,
+        kind: Held,
         pools: Iterable[str] | None = None,
     ) -> None:
-        """Hold `victim` for `preemptor`'s op: the write, its VictimHeld event (`why`), and, given the `pools` of the
-        preemptor's op the victim sits on, the take-over of the victim's own open op (I9). The caller counts it."""
-        self.actions.append(hold_action(world, victim, preemptor, op_id, fenced=fenced))
+        """Hold `victim` for `preemptor`'s op: the write, its VictimHeld event (`why`), its count (`kind`), and, given
+        the `pools` of the preemptor's op the victim sits on, the take-over of the victim's own open op (I9)."""
+        self.actions.append(hold_action(world, victim, preemptor, op_id, fenced=kind is Held.FENCE))
         if pools is not None:
             self.take_over(victim, preemptor, pools)
         self.events.append(Decision(EventReason.VICTIM_HELD, victim.jobset_ref(), why, op_id))
+        if kind is Held.PREEMPTION:
+            self.preempted += 1
+        elif kind is Held.EXTENSION:
+            self.extended += 1
+        elif kind is Held.FENCE:
+            self.fenced += 1
+        elif kind is Held.INVERSION:
+            self.inverted += 1
 
     def take_over(self, victim: Unit, preemptor: Unit, pools: Iterable[str]) -> None:
         """Note that `victim`, a preemptor of an open op, is held for strictly higher `preemptor` this pass: its op
@@ -168,6 +191,28 @@ class Ledger:
         """Remove the op record, and say why (Done or Aborted)."""
         self.actions.append(ClearOp(unit.workload_ref(), op.op_id, (world.keys.op,)))
         self.events.append(Decision(reason, unit.jobset_ref(), message, op.op_id))
+
+    def finish(self, world: World, unit: Unit, op: OpRecord, message: str) -> None:
+        """The op is done: its record removed, and why."""
+        self.done += 1
+        self.clear(world, unit, op, EventReason.DONE, message)
+
+    def exclude(self, workload_key: str) -> None:
+        """No rule of this pass takes this Workload as a preemptor or a victim (it is claimed, by no op)."""
+        self.claimed.add(workload_key)
+
+    def defer_contested(self, preemptor_uid: str, blocked: Decision) -> None:
+        """Keep a contested inversion's Blocked event until `resolve_inversions` has tried it again (I11)."""
+        self.contested_blocked[preemptor_uid] = blocked
+
+    def start_rung_switch(self, workload_key: str, write: Action, timeout: datetime, why: Decision) -> None:
+        """A rung switch's first write and its event: the Workload is claimed by no op (no rule of the pass takes
+        it), counted, and the pass wakes when the switch times out."""
+        self.actions.append(write)
+        self.claimed.add(workload_key)
+        self.rung_switches += 1
+        self.deadlines.append(timeout)
+        self.events.append(why)
 
     def abort(self, preemptor: Unit, op: OpRecord, message: str, world: World | None = None) -> None:
         """Count an aborted op; with `world`, its record is removed too (else nothing was written for it)."""
@@ -246,4 +291,4 @@ def record_action(world: World, preemptor: Unit, op: OpRecord) -> RecordOp:
     return RecordOp(workload=preemptor.workload_ref(), op=op, key=world.keys.op, seen=preemptor.op)
 
 
-__all__ = ["Blocked", "Counters", "Ledger", "hold_action", "record_action"]
+__all__ = ["Blocked", "Counters", "Held", "Ledger", "hold_action", "record_action"]

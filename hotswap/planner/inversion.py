@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 
 from gke_tpu_priority.hotswap.annotations import OpRecord
 from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, EventType, make_op_id
-from gke_tpu_priority.hotswap.planner.claims import Ledger
+from gke_tpu_priority.hotswap.planner.claims import Held, Ledger
 from gke_tpu_priority.hotswap.planner.priority_inversions import Inversion, is_due, rank
 from gke_tpu_priority.hotswap.planner.victims import refusal
 from gke_tpu_priority.hotswap.planner.world import Unit, World
@@ -35,7 +35,7 @@ def resolve_contested(world: World, ledger: Ledger, inversions: list[Inversion])
     deferred: list[Decision] = []
     _resolve(world, ledger, pending, {p for p, uid in reserved_by.items() if uid != preemptor.uid}, deferred)
     if deferred:
-        ledger.contested_blocked[preemptor.uid] = deferred[0]
+        ledger.defer_contested(preemptor.uid, deferred[0])
 
 
 def resolve_inversions(world: World, ledger: Ledger, inversions: list[Inversion]) -> int:
@@ -197,6 +197,5 @@ def _record(
     why = f"its pods sat in slice(s) {', '.join(pools)} of higher-priority {preemptor.key} (priority inversion)"
     for victim in victims:
         mine = [p for p in pools if p in victim.occupied]
-        ledger.hold(world, victim, preemptor, op_id, f"held (spec.active=false): {why}", pools=mine)
-    ledger.inverted += len(victims)
+        ledger.hold(world, victim, preemptor, op_id, f"held (spec.active=false): {why}", Held.INVERSION, mine)
     return len(victims)

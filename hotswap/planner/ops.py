@@ -8,8 +8,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from gke_tpu_priority.hotswap.annotations import OpRecord, decode_history
-from gke_tpu_priority.hotswap.planner.actions import EventReason, make_op_id
-from gke_tpu_priority.hotswap.planner.claims import Ledger
+from gke_tpu_priority.hotswap.planner.actions import make_op_id
+from gke_tpu_priority.hotswap.planner.claims import Held, Ledger
 from gke_tpu_priority.hotswap.planner.disruption import placed
 from gke_tpu_priority.hotswap.planner.fence import fence, fenced_why, fresh_admissions, with_fenced
 from gke_tpu_priority.hotswap.planner.victims import lower_priority, refusal
@@ -123,8 +123,7 @@ def _settled(state: _Pass, preemptor: Unit, op: OpRecord) -> bool:
         ledger.abort(preemptor, op, "preemptor no longer running in Kueue", None if preemptor.op is None else world)
         return True
     if placed(world, preemptor):
-        ledger.done += 1
-        ledger.clear(world, preemptor, op, EventReason.DONE, "every pod of the preemptor runs on healthy slices")
+        ledger.finish(world, preemptor, op, "every pod of the preemptor runs on healthy slices")
         return True
     return False
 
@@ -144,11 +143,9 @@ def _continue(state: _Pass, preemptor: Unit, op: OpRecord) -> None:
     for intruder in intruders:
         why = f"held (spec.active=false): took a slice reserved for {preemptor.key} (op extension, C12)"
         pools = [p for p in intruder.occupied if p in op.reserved]
-        ledger.hold(world, intruder, preemptor, op.op_id, why, pools=pools)
+        ledger.hold(world, intruder, preemptor, op.op_id, why, Held.EXTENSION, pools)
     for newcomer in fenced:
-        ledger.hold(world, newcomer, preemptor, op.op_id, fenced_why(preemptor), fenced=True)
-    ledger.extended += len(intruders)
-    ledger.fenced += len(fenced)
+        ledger.hold(world, newcomer, preemptor, op.op_id, fenced_why(preemptor), Held.FENCE)
     _resume_holds(state, preemptor, op, [*intruders, *fenced])
 
 
@@ -200,7 +197,7 @@ def _resume_holds(state: _Pass, preemptor: Unit, op: OpRecord, just_held: list[U
             continue  # held for this op before and since released (max-hold, manual): never re-hold
         if victim.running_in_kueue:
             pools = [p for p in victim.occupied if p in op.reserved]
-            ledger.hold(world, victim, preemptor, op.op_id, f"held for {preemptor.key} (resumed)", pools=pools)
+            ledger.hold(world, victim, preemptor, op.op_id, f"held for {preemptor.key} (resumed)", Held.RESUMED, pools)
 
 
 def _extensible(world: World, preemptor: Unit, op: OpRecord, disrupted: AbstractSet[str]) -> bool:

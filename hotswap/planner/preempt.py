@@ -13,7 +13,7 @@ from datetime import datetime
 from gke_tpu_priority.hotswap.annotations import OpRecord, format_time
 from gke_tpu_priority.hotswap.model import SliceShape
 from gke_tpu_priority.hotswap.planner.actions import Decision, EventReason, make_op_id
-from gke_tpu_priority.hotswap.planner.claims import Blocked, Ledger
+from gke_tpu_priority.hotswap.planner.claims import Blocked, Held, Ledger
 from gke_tpu_priority.hotswap.planner.disruption import Disruption, deficit
 from gke_tpu_priority.hotswap.planner.fence import fence, fenced_why, fresh_admissions, with_fenced
 from gke_tpu_priority.hotswap.planner.starvation import STARVATION, Starved, covered_by, lower_occupants
@@ -263,11 +263,10 @@ def _open(state: _Round, trigger: _Trigger, taken: list[str], assigned: list[str
         )
     )
     for victim in sorted(victims, key=lambda v: v.key):
-        ledger.hold(world, victim, preemptor, op_id, f"held (spec.active=false) to free slices for {preemptor.key}")
+        why = f"held (spec.active=false) to free slices for {preemptor.key}"
+        ledger.hold(world, victim, preemptor, op_id, why, Held.PREEMPTION)
     for newcomer in fenced:
-        ledger.hold(world, newcomer, preemptor, op_id, fenced_why(preemptor), fenced=True)
-    ledger.fenced += len(fenced)
-    ledger.preempted += len(victims)
+        ledger.hold(world, newcomer, preemptor, op_id, fenced_why(preemptor), Held.FENCE)
     state.victim_index.take([*victims, *fenced])
     state.planned += 1
 

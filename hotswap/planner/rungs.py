@@ -54,7 +54,7 @@ def plan_rung_switches(world: World, ledger: Ledger, disrupted: Mapping[str, Dis
     for unit in world.annotated:
         wl = unit.workload
         if wl is not None and keys.rung_switch in wl.annotations:
-            ledger.claimed.add(wl.key)
+            ledger.exclude(wl.key)
             _advance(world, ledger, unit)
     if not world.config.spot_rung_switch:
         return
@@ -109,18 +109,17 @@ def _eligible(world: World, ledger: Ledger, unit: Unit, evidence: Disruption) ->
 def _start(world: World, ledger: Ledger, unit: Unit, evidence: Disruption, queue: str) -> None:
     keys = world.keys
     annotations = {keys.rung_switch: QUEUED_CAPACITY, keys.rung_switch_since: format_time(world.now)}
-    ledger.act(StartRungSwitch(unit.workload_ref(), unit.jobset_ref(), QUEUED_CAPACITY, annotations))
     assert unit.workload is not None
-    ledger.claimed.add(unit.workload.key)
-    ledger.rung_switches += 1
-    ledger.wake_at(world.now + world.config.rung_switch_timeout)
-    ledger.event(
+    ledger.start_rung_switch(
+        unit.workload.key,
+        StartRungSwitch(unit.workload_ref(), unit.jobset_ref(), QUEUED_CAPACITY, annotations),
+        world.now + world.config.rung_switch_timeout,
         Decision(
             EventReason.RUNG_SWITCH,
             unit.jobset_ref(),
             f"spot capacity reclaimed on {', '.join(evidence.pools)}: moving to {QUEUED_CAPACITY} "
             f"(queued-provisioning quota of {queue}) instead of evicting lower-priority work on spot",
-        )
+        ),
     )
 
 

@@ -71,6 +71,43 @@ def test_the_rule_catches_a_stage_importing_a_stage() -> None:
     assert planner_imports("release", source) - ALLOWED[STAGES] == {"preempt"}
 
 
+MUTATORS = frozenset({"add", "append", "extend", "update", "pop", "remove", "clear", "discard", "setdefault"})
+
+
+def ledger_writes(source: str) -> list[str]:
+    """Writes to a field of a `ledger` variable outside the ledger's own transitions, as `line: field`."""
+    found: list[tuple[int, str]] = []
+
+    def field_of(node: ast.expr) -> str | None:
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ledger":
+            return node.attr
+        return None
+
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            targets = [node.func.value]
+        found += [(node.lineno, name) for target in targets if (name := field_of(target)) is not None]
+    return [f"{line}: {name}" for line, name in sorted(found)]
+
+
+@pytest.mark.parametrize("module", sorted(set(modules()) - LEDGER))
+def test_only_the_ledger_writes_its_fields(module: str) -> None:
+    """Stages change the ledger through its named transitions, so each write and its event live in one place."""
+    assert ledger_writes((PLANNER / f"{module}.py").read_text()) == []
+
+
+def test_the_ledger_rule_catches_a_direct_write() -> None:
+    source = "ledger.waiting += 1\nledger.events.append(e)\nledger.taken_over[uid] = why\nledger.hold(w)\n"
+    assert ledger_writes(source) == ["1: waiting", "2: events", "3: taken_over"]
+
+
 ENTRY_POINTS = (
     "quarantine_actions",
     "advance_ops",

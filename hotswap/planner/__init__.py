@@ -22,7 +22,8 @@ from gke_tpu_priority.hotswap.planner.ops import advance_ops
 from gke_tpu_priority.hotswap.planner.preempt import Planned, plan_preemptions
 from gke_tpu_priority.hotswap.planner.priority_inversions import contested_inversions, find_inversions
 from gke_tpu_priority.hotswap.planner.quarantine import quarantine_actions, quarantined_after, tainted_nodes
-from gke_tpu_priority.hotswap.planner.release import plan_releases, queued_room
+from gke_tpu_priority.hotswap.planner.queued_room import queued_room
+from gke_tpu_priority.hotswap.planner.release import plan_releases
 from gke_tpu_priority.hotswap.planner.rungs import plan_rung_switches
 from gke_tpu_priority.hotswap.planner.starvation import starved_units
 from gke_tpu_priority.hotswap.planner.wakeup import pass_wakeup

@@ -14,7 +14,9 @@ PACKAGE = "gke_tpu_priority.hotswap.planner"
 
 STAGES = frozenset({"quarantine", "ops", "rungs", "preempt", "inversion", "release", "fastfail"})
 """One module per step of the pass, in `plan()`'s order."""
-DECISIONS = frozenset({"victims", "fence", "disruption", "starvation", "priority_inversions", "waiting", "wakeup"})
+DECISIONS = frozenset(
+    {"victims", "fence", "disruption", "starvation", "priority_inversions", "queued_room", "waiting", "wakeup"}
+)
 """One home per cross-stage question, which stages ask."""
 LEDGER = frozenset({"claims"})
 INDEX = frozenset({"world", "actions"})

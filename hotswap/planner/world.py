@@ -387,7 +387,7 @@ def build_world(
     pods = _index_pods(snapshot.pods, found.by_key, node_pool_of, fine)
     departed_of = _departed(snapshot, found.by_key, now - config.attribution_window)
     _attach(pods, departed_of, units, excluded)
-    unbound = {unit.uid: since for unit in pods.waiting if (since := unbound_since(unit)) is not None}
+    unbound = {unit.uid: since for unit in pods.with_unbound_pods if (since := unbound_since(unit)) is not None}
     with_pods = [u for u in units.values() if u.live_pods or u.departed]
     suspects = [u for u in with_pods if u.departed or u in pods.exposed] if pods.exposed or departed_of else []
     failures = _workload_failures(slices, with_pods, node_pool_of)
@@ -593,7 +593,7 @@ class _Pods:
     pods_of: dict[Unit, list[Pod]] = field(default_factory=dict)
     occupied_by: dict[Unit, set[str]] = field(default_factory=dict)
     max_pod_priority: dict[str, int] = field(default_factory=dict)
-    waiting: dict[Unit, None] = field(default_factory=dict)
+    with_unbound_pods: dict[Unit, None] = field(default_factory=dict)
     """Units with a pod not bound to a node, in pod order."""
     exposed: set[Unit] = field(default_factory=set)
     """Units with a pod on a node of no slice, or of one that is not Healthy or Recovering: only these (and units
@@ -632,7 +632,7 @@ def _index_pods(
                 if seen is None or priority > seen:
                     max_pod_priority[owner.uid] = priority
             if node_name is None:
-                found.waiting[owner] = None
+                found.with_unbound_pods[owner] = None
                 continue
         elif node_name is None:
             continue

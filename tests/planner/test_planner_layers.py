@@ -132,3 +132,25 @@ def test_plan_runs_the_stages_in_pass_order() -> None:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ENTRY_POINTS
     )
     assert tuple(name for _, _, name in calls) == ENTRY_POINTS
+
+
+LONGEST_FUNCTION = 80
+
+
+def function_lengths(source: str) -> dict[str, int]:
+    """Lines of each function (methods and nested functions included), by name."""
+    return {
+        node.name: (node.end_lineno or node.lineno) - node.lineno + 1
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+
+
+@pytest.mark.parametrize("module", ["__init__", *modules()])
+def test_no_planner_function_is_longer_than_80_lines(module: str) -> None:
+    lengths = function_lengths((PLANNER / f"{module}.py").read_text())
+    assert {name: n for name, n in lengths.items() if n > LONGEST_FUNCTION} == {}
+
+
+def test_function_lengths_count_every_line() -> None:
+    assert function_lengths("def f():\n    x = 1\n\n    return x\n") == {"f": 4}

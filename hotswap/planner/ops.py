@@ -25,7 +25,7 @@ class _Pass:
     ledger: Ledger
     disrupted: AbstractSet[str]
     held_for: dict[str, list[Unit]]
-    """Preemptor uid → the victims held for it (a held victim's Workload carries our annotations)."""
+    """Preemptor uid → the victims held for it (a held victim's Workload carries the hold annotations)."""
     named: set[str] = field(default_factory=set)
     """Every victim named by any recorded operation: pods of these on a reserved slice are not intruders."""
     reserved_by: dict[str, str] = field(default_factory=dict)

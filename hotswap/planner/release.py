@@ -85,7 +85,8 @@ def recovering_idle(world: World, ledger: Ledger) -> list[str]:
     A released victim may go there (a preemptor waits for Healthy). The stabilization guards a preemptor's
     restart against a flapping host; a victim waiting for capacity gains nothing from it but idle time, and if
     the host does flap it loses only what it ran since its restart. Kube-scheduler and Kueue TAS place work on a
-    Ready node at once, so waiting there would be ours alone and leave a repaired slice empty while victims wait.
+    Ready node at once, so waiting there would be the reconciler's alone, leaving a repaired slice empty while victims
+    wait.
 
     Not spot slices: spot VMs back from a reclamation are what JobSets starved on the spot rung take victims for at
     once, so a victim released there would soon be held again."""

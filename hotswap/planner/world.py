@@ -705,7 +705,7 @@ def _attach(
 def _orphans_and_strays(
     workloads: Sequence[Workload], units: Mapping[str, Unit], config: HotswapConfig, keys: AnnotationKeys
 ) -> tuple[list[Workload], list[Workload]]:
-    """Workloads whose JobSet is not a unit (in view), and those of them carrying our hold or rung switch."""
+    """Workloads whose JobSet is not a unit (in view), and those of them the reconciler holds or switches rung."""
     namespaces = frozenset(config.namespaces)
     orphans = [
         wl

@@ -49,7 +49,7 @@ TYPECHECK_TREE := build/typecheck/gke_tpu_priority
 typecheck: venv
 	@mkdir -p $(TYPECHECK_TREE)
 	@for p in components hotswap policies; do ln -sfn ../../../$$p $(TYPECHECK_TREE)/$$p; done
-	MYPYPATH=build/typecheck $(BIN)/mypy -p gke_tpu_priority -p sim -p tools -p e2e
+	MYPYPATH=build/typecheck $(BIN)/mypy -p gke_tpu_priority -p sim -p testkit -p tools -p e2e
 
 test: lint typecheck $(CHECKOV)
 	@$(BIN)/python -m tools.upstream ensure

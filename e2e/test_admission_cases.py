@@ -20,8 +20,8 @@ import pytest
 from e2e import report
 from e2e.apply import apply_all, delete_all
 from e2e.conftest import Controllers, Target
-from tests.policies import test_three_front_ends as table
-from tests.policies.test_admission_cost import big_jobset
+from testkit import admission_cases as table
+from testkit.admission_cases import big_jobset
 
 JsonObj = dict[str, Any]
 RULE = re.compile(r"\[([a-z0-9][a-z0-9.-]*)\]")

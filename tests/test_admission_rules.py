@@ -18,41 +18,13 @@ from pydantic import ValidationError
 
 from gke_tpu_priority.components import tpu_shapes
 from gke_tpu_priority.components.fleet.credentials import token_kubeconfig
-from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
-from tests.conftest import FLEET_STACKS, STACKS, stack_run
+from testkit.jobsets import MAX_SLICES, longest_generated_pod_name, longest_name, workload
+from testkit.stacks import FLEET_STACKS, STACKS, stack_run
 from tests.support import admission_rules as ar
 from tests.support.crd_validation import assert_valid
 from tests.support.upstream_data import JOBSET, KUEUE, reference_text
 from tests.test_fleet import fleet_cluster_objects
 from tools.manifests import kubernetes_objects
-
-MAX_SLICES = TpuJobSetSpec.model_fields["slices"].metadata[1].le  # 256: the model's maximum
-DNS1035_LABEL_MAX = 63
-
-
-def longest_generated_pod_name(name: str, rjob: str, slices: int, completions: int) -> str:
-    return ar.gen_pod_name(name, rjob, str(slices - 1), str(completions - 1)) + ar.POD_NAME_SUFFIX
-
-
-def workload(**overrides: Any) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "name": "train",
-        "namespace": "team-a",
-        "queue": "training",
-        "priority": "training-high",
-        "topology": "4x4",
-        "slices": 2,
-        "image": "us-docker.pkg.dev/p/r/train:1",
-    }
-    raw.update(overrides)
-    return tpu_jobset(TpuJobSetSpec.model_validate(raw))
-
-
-def longest_name(shape: tpu_shapes.SliceShape, slices: int) -> str:
-    """The longest JobSet name the builder accepts for this shape and slice count."""
-    spare = DNS1035_LABEL_MAX - len(longest_generated_pod_name("", "slice", slices, shape.vms))
-    return ("a" * spare)[:DNS1035_LABEL_MAX]
-
 
 # --- everything we emit -----------------------------------------------------------------------------------
 
@@ -633,7 +605,7 @@ def test_reconciler_workload_writes_pass_the_workload_webhook_and_schema() -> No
         ReleaseReason,
         ReleaseVictim,
     )
-    from tests.fakes.apiserver import merge_patch
+    from testkit.apiserver import merge_patch
     from tests.hotswap_io import cluster
     from tests.support.crd_validation import validate
 

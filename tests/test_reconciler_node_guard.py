@@ -10,8 +10,8 @@ import pytest
 
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.reconciler.node_guard import POLICY, node_guard_binding, node_guard_policy
-from tests.conftest import stack_run
-from tests.platform_builders import platform
+from testkit.platform import platform
+from testkit.stacks import stack_run
 from tests.policies.admission_cel import evaluate
 from tests.support.cel_typecheck import TypeChecker, describe
 from tests.support.kube_schemas import assert_valid_builtin

@@ -4,7 +4,7 @@ Run: `python -m tools.plan_corpus record build/plan_corpus.pkl` with the referen
 `python -m tools.plan_corpus check build/plan_corpus.pkl` after a change that must not alter behaviour
 (a performance change). The corpus holds the snapshots themselves, so the check does not depend on the
 simulator replaying the same way. Snapshots: the scaling fleets (sim.scaling) and the synthetic bench
-fleets (tests/planner/bench_planner.py) at several sizes, and every reconciler pass of short storm, steady_3x
+fleets (tools/bench_planner.py) at several sizes, and every reconciler pass of short storm, steady_3x
 and unreachable-node simulations; each is planned under the default config and a few non-default ones.
 """
 
@@ -57,8 +57,8 @@ def _scaling_cases() -> Iterator[Case]:
 
 
 def _bench_cases() -> Iterator[Case]:
-    from tests.planner.bench_planner import build
-    from tests.planner.builders import T0
+    from testkit.builders import T0
+    from tools.bench_planner import build
 
     for slices in (32, 256, 1024):
         for offset in (0, 5, 20):

@@ -10,7 +10,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from gke_tpu_priority.hotswap.kube.client import new_api_client
-from tests.fakes.apiserver import FakeApiServer
+from testkit.apiserver import FakeApiServer
 
 ClientFactory = Callable[[str], Awaitable[client.ApiClient]]
 

@@ -28,7 +28,7 @@ from gke_tpu_priority.hotswap.planner.actions import (
     ReleaseReason,
     ReleaseVictim,
 )
-from tests.fakes.apiserver import FakeApiServer, Fault, merge_patch
+from testkit.apiserver import FakeApiServer, Fault, merge_patch
 from tests.support.failure_policy import JOB_REASON_POD_FAILURE_POLICY, job_failure_reason, jobset_action
 
 from .cluster import NS, PODS, WORKLOADS

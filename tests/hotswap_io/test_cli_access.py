@@ -12,7 +12,7 @@ import pytest
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.kube.access import ClusterAccessError, choose_access
-from tests.fakes.apiserver import FakeApiServer, Fault
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import NS, WORKLOADS
 from .conftest import write_kubeconfig

@@ -19,7 +19,7 @@ from gke_tpu_priority.hotswap.config import HotswapConfig, LeaderElectionConfig
 from gke_tpu_priority.hotswap.controller import Controller
 from gke_tpu_priority.hotswap.kube.actuator import Result
 from gke_tpu_priority.hotswap.planner.actions import EventReason, TaintNode
-from tests.fakes.apiserver import FakeApiServer, Fault
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import (
     JOBSETS,

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fakes.apiserver import FakeApiServer
+from testkit.apiserver import FakeApiServer
 
 from .cluster import (
     HOSTS_PER_SLICE,

@@ -19,7 +19,7 @@ from gke_tpu_priority.hotswap.kube.resources import NODES, PODS, PRIORITY_CLASSE
 from gke_tpu_priority.hotswap.kube.snapshot import SnapshotBuilder
 from gke_tpu_priority.hotswap.metrics import Metrics
 from gke_tpu_priority.hotswap.model import Pod
-from tests.fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
+from testkit.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
 
 from .conftest import ClientFactory, write_kubeconfig
 from .helpers import eventually, node, pod

@@ -8,7 +8,7 @@ import pytest
 
 from gke_tpu_priority.hotswap.kube.leader import LeaderElector, LeaseSettings
 from gke_tpu_priority.hotswap.metrics import Metrics
-from tests.fakes.apiserver import FakeApiServer, Fault
+from testkit.apiserver import FakeApiServer, Fault
 
 from .conftest import ClientFactory
 from .helpers import eventually

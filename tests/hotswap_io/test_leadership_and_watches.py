@@ -19,7 +19,7 @@ from gke_tpu_priority.hotswap.kube.resources import NODES
 from gke_tpu_priority.hotswap.kube.snapshot import NODE_POOL_SLACK, SnapshotBuilder
 from gke_tpu_priority.hotswap.metrics import Metrics
 from gke_tpu_priority.hotswap.model import Node, Pod
-from tests.fakes.apiserver import FakeApiServer, Fault
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import JOBSETS, NS, WORKLOADS, add_slices, base_cluster, jobset, workload
 from .conftest import ClientFactory

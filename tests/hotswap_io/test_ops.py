@@ -23,7 +23,7 @@ from gke_tpu_priority.hotswap.kube.release_all import release_all
 from gke_tpu_priority.hotswap.logs import JsonFormatter, setup_logging
 from gke_tpu_priority.hotswap.metrics import Metrics
 from gke_tpu_priority.hotswap.server import OpsServer, make_app
-from tests.fakes.apiserver import FakeApiServer
+from testkit.apiserver import FakeApiServer
 
 from .cluster import NS, WORKLOADS
 from .conftest import ClientFactory, write_kubeconfig

@@ -19,7 +19,7 @@ import pytest
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.kube.removal import being_removed, release_if_removed
-from tests.fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault, Resource
+from testkit.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault, Resource
 
 from .cluster import NS, WORKLOADS
 from .conftest import ClientFactory, write_kubeconfig

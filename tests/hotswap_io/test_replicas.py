@@ -11,7 +11,7 @@ import pytest
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.config import HotswapConfig, LeaderElectionConfig
 from gke_tpu_priority.hotswap.controller import Controller, ExitCode
-from tests.fakes.apiserver import FakeApiServer, Fault
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import (
     NS,

@@ -10,7 +10,7 @@ import pytest
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.status import age, held_rows, op_rows, quarantine_rows, render
-from tests.fakes.apiserver import FakeApiServer, Fault
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import NS, WORKLOADS
 from .test_cli_access import cli, home_with_kubeconfig

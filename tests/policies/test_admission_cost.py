@@ -8,15 +8,15 @@ left; matchConditions have their own RuntimeCELCostBudgetMatchConditions. Each e
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 from celpy import celtypes
 
 import gke_tpu_priority.policies.admission as admission
+from testkit.admission_cases import big_jobset
 from tests.policies.admission_cel import _evaluate, _resource_matches, request_for
-from tests.policies.test_three_front_ends import SETTINGS, jobset
+from tests.policies.test_three_front_ends import SETTINGS
 from tests.support import cel_cost
 from tests.support.cel_cost import PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, LazyMap, evaluate
 
@@ -49,34 +49,6 @@ def test_unit_costs(expression: str, cost: int) -> None:
 def test_unmodelled_construct_is_an_error() -> None:
     with pytest.raises(cel_cost.NotModelled):
         evaluate("a.s.replaceAll('a', 'b')", DATA)
-
-
-def big_jobset(good: bool = True) -> dict[str, Any]:
-    obj = jobset("4x4", 4, 4)
-    obj["metadata"]["labels"].update({f"team.example.com/l{i}": f"value-{i}" for i in range(20)})
-    obj["metadata"]["annotations"].update({f"example.com/a{i}": "x" * 40 for i in range(20)})
-    base = obj["spec"]["replicatedJobs"][0]
-    jobs = []
-    for j in range(16):
-        rj = copy.deepcopy(base)
-        rj["name"] = f"slice-{j}"
-        spec = rj["template"]["spec"]["template"]["spec"]
-        trainer = spec["containers"][0]
-        containers = []
-        for c in range(8):
-            cont = copy.deepcopy(trainer)
-            cont["name"] = f"c{c}"
-            cont["env"] = [{"name": f"ENV_{i}", "value": f"value-{j}-{c}-{i}"} for i in range(100)]
-            if c:
-                cont["resources"] = {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}
-            containers.append(cont)
-        spec["containers"] = containers
-        if not good and j == 15:
-            spec["priorityClassName"] = "nope"
-            spec["nodeSelector"]["cloud.google.com/gke-tpu-topology"] = "9x9"
-        jobs.append(rj)
-    obj["spec"]["replicatedJobs"] = jobs
-    return obj
 
 
 def _policy_for(obj: dict[str, Any]) -> dict[str, Any]:

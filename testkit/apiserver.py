@@ -1,6 +1,9 @@
 """A small fake Kubernetes API server over real HTTP on 127.0.0.1, for offline tests.
 
-Why not kmock: kmock 0.8 (security-reliability §c.1) has no resourceVersions, ignores label and field
+Why it stays beside the real server of `make e2e`: it injects faults on cue (409, 5xx, 410 Gone, delays, per
+verb, resource and client identity), which no real API server can be made to do, and it needs no Go build.
+
+Why not kmock: kmock 0.8 has no resourceVersions, ignores label and field
 selectors, has no PUT, never answers 409 on a stale resourceVersion, and its watch ignores
 ``resourceVersion``. Every one of those is load-bearing for a controller that caches with list+watch
 and writes with optimistic concurrency, so wrapping kmock would mean re-implementing the storage layer

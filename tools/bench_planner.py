@@ -1,6 +1,6 @@
 """Measure plan() on fleets of 32 … 1,024 slices with 4x as many JobSets (not a test).
 
-Run: `python -m tests.planner.bench_planner [--slices 32 256 1024 4096] [--samples 30] [--rounds 3]`.
+Run: `python -m tools.bench_planner [--slices 32 256 1024 4096] [--samples 30] [--rounds 3]`.
 The targets are p99 ≤ 100 ms at 1,024 slices / 4,096 JobSets and p99 ≤ 500 ms at 4,096 slices / 16,384
 JobSets, growing no worse than n·log n. Garbage collection is tuned as in the controller (hotswap/gctuning.py):
 heap frozen once the snapshot exists, collection deferred to the end of each pass (included in the time). The machine is
@@ -24,7 +24,7 @@ from gke_tpu_priority.hotswap.config import HotswapConfig
 from gke_tpu_priority.hotswap.gctuning import collection_deferred, freeze_long_lived
 from gke_tpu_priority.hotswap.model import ClusterSnapshot
 from gke_tpu_priority.hotswap.planner import plan
-from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
 
 SLICES = 1024
 JOBSETS_PER_SLICE = 4

@@ -15,7 +15,7 @@ import yaml
 from e2e import toolchain
 from gke_tpu_priority.components.config import parse_platform_config
 from testkit.examples import readme_command, typescript_settings
-from tests.support.admission_rules import multikueue_problems, problems_in
+from tests.support.multikueue_rules import multikueue_problems, object_problems
 from tools import node_program
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
 from tools.manifests import kubernetes_objects
@@ -101,7 +101,7 @@ def test_fleet_example_creates_a_manager_and_two_workers_that_multikueue_accepts
     assert [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == ["96"]  # 6 x 16
     assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "multikueue"}]}
     for objs in by_cluster.values():
-        assert problems_in(objs) == []
+        assert object_problems(objs) == []
     assert multikueue_problems(manager) == []
     secrets = [r for r in run.resources if r.type == "kubernetes:core/v1:Secret" and "-mk-kubeconfig-" in r.name]
     assert len(secrets) == 2 and all(SECRET_SIG in r.inputs["stringData"] for r in secrets)

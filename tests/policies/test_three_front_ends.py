@@ -32,7 +32,6 @@ from testkit.admission_cases import (
     workload_of,
 )
 from tests.policies.admission_cel import Outcome, evaluate
-from tests.support.admission_rules import admission_problems as jobset_webhook_problems
 from tests.support.crd_validation import assert_valid
 from tests.support.kube_schemas import assert_valid_builtin
 
@@ -93,12 +92,11 @@ def test_the_table_covers_every_in_cluster_rule_and_kind() -> None:
 
 
 def test_table_objects_are_valid_for_the_api_server() -> None:
-    """Valid but for the rules they break: the schema, and JobSet's own webhook (a JobSet it refuses would never
-    reach the policy on a real server; `make e2e` found one, a failure-policy reason JobSet does not know)."""
+    """Valid but for the rules they break, for the schema. JobSet's own webhook judges them in e2e
+    (e2e/test_admission_cases.py: with the bindings set to Warn, every table object must be accepted)."""
     for _, obj, _ in CASES:
         if obj["kind"] == "JobSet":
             assert_valid(obj)
-            assert [p for p in jobset_webhook_problems(obj) if "failurePolicy" in p.path] == []
         else:
             assert_valid_builtin(obj)
 

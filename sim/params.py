@@ -49,7 +49,7 @@ class Timing(_Frozen):
     fast_fail_after_s: Seconds = Field(
         60.0,
         description="Unreachable for this long -> opt-in fast-fail (or Kueue FailureRecoveryPolicy) force-"
-        "deletes the zombie pods. [V] spec B.6.3 default / KEP-6757 (grace + 60 s).",
+        "deletes the zombie pods. [V] the fast-fail default / KEP-6757 (grace + 60 s).",
     )
     fast_fail: bool = Field(
         True,
@@ -99,7 +99,7 @@ class Timing(_Frozen):
         20.0,
         description="Bad node condition -> slice Unhealthy for the hotswap reconciler (HotswapConfig "
         "unhealthyGrace default); only used to split MTTR into repairs that outlast detection and transients. "
-        "[design] spec B.3.",
+        "[design]",
     )
     confirmed_grace_s: Seconds = Field(
         0.0,
@@ -108,7 +108,7 @@ class Timing(_Frozen):
     )
     reconciler_resync_s: Seconds = Field(
         30.0,
-        description="Reconciler periodic resync while anything is unhealthy, held or in flight. [design] spec B.5.",
+        description="Reconciler periodic resync while anything is unhealthy, held or in flight. [design]",
     )
     api_write_s: Seconds = Field(
         0.5,
@@ -295,7 +295,7 @@ class JobClass(_Frozen):
     max_restarts: int = Field(10, ge=0, description="JobSet failurePolicy.maxRestarts. [V] Google example.")
     restarts_ignore_disruption: bool = Field(
         False,
-        description="JobSet rule RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy (spec B.10). Off in "
+        description="JobSet rule RestartJobSetAndIgnoreMaxRestarts on PodFailurePolicy. Off in "
         "Google's hotswap example [V], so preemptions burn maxRestarts.",
     )
     queue: str = Field(

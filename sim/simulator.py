@@ -1030,7 +1030,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ hooks for the reconciler policy
     def force_fail(self, pod: Pod) -> None:
-        """Fast-fail: mark the pod Failed and delete it with grace 0 (B.6.3)."""
+        """Fast-fail: mark the pod Failed and delete it with grace 0, as the reconciler's fast-fail does."""
         if pod.slice is not None and pod.slice.hosts[pod.host] is pod:
             pod.failed = True
             self._pod_gone(pod)

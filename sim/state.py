@@ -68,7 +68,7 @@ class Pod:
 
 @dataclass(frozen=True)
 class Departure:
-    """A pod that left its node: the I/O layer remembers these for infra attribution (B.3 (a))."""
+    """A pod that left its node: the I/O layer remembers these for infra attribution."""
 
     pod: Pod
     slice: Slice

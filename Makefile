@@ -49,14 +49,14 @@ TYPECHECK_TREE := build/typecheck/gke_tpu_priority
 typecheck: venv
 	@mkdir -p $(TYPECHECK_TREE)
 	@for p in components hotswap policies; do ln -sfn ../../../$$p $(TYPECHECK_TREE)/$$p; done
-	MYPYPATH=build/typecheck $(BIN)/mypy -p gke_tpu_priority -p tools -p e2e
+	MYPYPATH=build/typecheck $(BIN)/mypy -p gke_tpu_priority -p sim -p testkit -p tools -p e2e
 
 test: lint typecheck $(CHECKOV)
 	@$(BIN)/python -m tools.upstream ensure
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv
-	$(BIN)/python -m gke_tpu_priority.hotswap.sim bench --out build/bench
+	$(BIN)/python -m sim bench --out build/bench
 
 clean:
 	rm -rf build $(VENV) .venv-checkov .venv-e2e-pulumi .cache/upstream

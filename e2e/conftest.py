@@ -27,7 +27,7 @@ from e2e.kubectl import Kubectl, KubectlError
 from e2e.rest import RestClient
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.kueue import CONTROLLERS_PRIORITY_CLASS
-from tests.conftest import stack_run
+from testkit.stacks import stack_run
 from tools import upstream
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import load_stack_config

@@ -20,8 +20,8 @@ import pytest
 from e2e import report
 from e2e.apply import apply_all, delete_all
 from e2e.conftest import Controllers, Target
-from tests.policies import test_three_front_ends as table
-from tests.policies.test_admission_cost import big_jobset
+from testkit import admission_cases as table
+from testkit.admission_cases import big_jobset
 
 JsonObj = dict[str, Any]
 RULE = re.compile(r"\[([a-z0-9][a-z0-9.-]*)\]")
@@ -134,7 +134,7 @@ def test_every_rule_the_offline_policy_names_fails_on_the_server(
 def test_the_servers_own_cost_tracker_lets_the_policy_judge_a_large_jobset(
     good: bool, target: Target, platform: list[JsonObj]
 ) -> None:
-    """16 replicated jobs x 8 containers x 100 env vars (tests/policies/test_admission_cost.py's worst case): the API
+    """16 replicated jobs x 8 containers x 100 env vars (testkit.admission_cases.big_jobset): the API
     server's runtime cost tracking (budget and per-call limit) must let every expression finish, so the verdict is
     the policy's and never 'cost limit exceeded'."""
     _use(target, "Deny")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gke_tpu_priority.components.config import parse_platform_config
-from tests.test_examples import readme_command, typescript_settings
+from testkit.examples import readme_command, typescript_settings
 from tools.mock_runtime import PROJECT_ROOT
 from tools.schema_check import check_component, load_schema
 

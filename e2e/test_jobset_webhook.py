@@ -15,7 +15,7 @@ import pytest
 from e2e import report
 from e2e.conftest import Controllers, Target
 from gke_tpu_priority.components import tpu_shapes
-from tests.test_admission_rules import MAX_SLICES, longest_name, workload
+from testkit.jobsets import MAX_SLICES, longest_name, workload
 
 JsonObj = dict[str, Any]
 STACK = "dev"

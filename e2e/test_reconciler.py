@@ -24,7 +24,7 @@ from e2e import report
 from e2e.apply import apply_all, delete_all
 from e2e.conftest import Controllers, Target, served_locally
 from e2e.processes import Process, free_port, http_ok, wait_for
-from tests.conftest import stack_run
+from testkit.stacks import stack_run
 from tools.manifests import kubernetes_objects
 
 JsonObj = dict[str, Any]

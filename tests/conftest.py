@@ -1,4 +1,4 @@
-"""Shared fixtures: whole-program runs under Pulumi mocks, cached per stack (the program is deterministic)."""
+"""Shared fixtures over the test kit's stack runs (testkit.stacks)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
+from testkit.stacks import STACKS, stack_run
+from tools.mock_runtime import PROJECT_ROOT
 from tools.resources import ProgramRun
-
-ALL_STACKS = sorted(
-    p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml")
-)
-# Fleet stacks (`gke-tpu-priority:fleet`) hold several platforms; tests/test_fleet*.py cover them.
-FLEET_STACKS = [s for s in ALL_STACKS if "gke-tpu-priority:fleet" in load_stack_config(s)]
-STACKS = [s for s in ALL_STACKS if s not in FLEET_STACKS]
-# Stacks whose cluster the package creates (the others use `cluster.mode: existing` and create no GCP resource).
-CREATED_CLUSTER_STACKS = [
-    s for s in STACKS if load_stack_config(s)["gke-tpu-priority:platform"].get("cluster", {}).get("mode") != "existing"
-]
-_RUNS: dict[str, ProgramRun] = {}
-
-
-def stack_run(stack: str) -> ProgramRun:
-    if stack not in _RUNS:
-        _RUNS[stack] = run_program(stack)
-    return _RUNS[stack]
 
 
 @pytest.fixture(params=STACKS)

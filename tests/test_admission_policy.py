@@ -14,8 +14,8 @@ from gke_tpu_priority.components.config import ConfigError, parse_platform_confi
 from gke_tpu_priority.components.config.resolved import effective_local_queues
 from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from gke_tpu_priority.policies.admission import POLICY_KINDS, POLICY_NAME, SYSTEM_NAMESPACES
-from tests.conftest import STACKS, stack_run
-from tests.platform_builders import platform, stack_config
+from testkit.platform import platform, stack_config
+from testkit.stacks import STACKS, stack_run
 from tests.policies.admission_cel import evaluate
 from tests.support.crd_validation import assert_valid
 from tests.support.kube_schemas import assert_valid_builtin

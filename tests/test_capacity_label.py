@@ -14,7 +14,7 @@ from gke_tpu_priority.components.workloads.jobset import not_on_spot_affinity
 from gke_tpu_priority.hotswap import slices
 from gke_tpu_priority.hotswap.kube.snapshot import node_from
 from gke_tpu_priority.policies.rules import admission_checks, spot_tiers, tpu_workloads
-from tests.conftest import stack_run
+from testkit.stacks import stack_run
 
 CAPACITIES: list[dict[str, Any]] = [
     {"mode": "on-demand"},

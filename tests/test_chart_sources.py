@@ -12,7 +12,7 @@ import yaml
 
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
 from gke_tpu_priority.components.kueue import chart_location, jobset_values, kueue_values
-from tests.platform_builders import platform, tpu_pool
+from testkit.platform import platform, tpu_pool
 
 MIRROR = "mirror.example.com:5000"
 

@@ -16,7 +16,7 @@ from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH
 from gke_tpu_priority.components.kueue import CONTROLLERS_PRIORITY_CLASS, jobset_values
 from gke_tpu_priority.components.kueue.crds import CRD_TYPE, KeepCrds
-from tests.conftest import FLEET_STACKS, STACKS, stack_run
+from testkit.stacks import FLEET_STACKS, STACKS, stack_run
 from tests.support import chart_values as cv
 from tests.support.upstream_data import JOBSET_CHART, KUEUE_CHART, reference_file, reference_files
 from tools.manifests import unwrap_secrets

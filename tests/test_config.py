@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gke_tpu_priority.components import tpu_shapes
 from gke_tpu_priority.components.config import CapacityMode, ConfigError, parse_platform_config
-from tests.platform_builders import platform, tpu_pool
+from testkit.platform import platform, tpu_pool
 
 
 def problems_of(raw: dict[str, Any]) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FLEET_STACKS
+from testkit.stacks import FLEET_STACKS
 from tests.support import crd_validation as cv
 from tests.support import kube_schemas
 from tests.support.upstream_data import KUEUE_CRDS, KUEUE_V015_CRDS, reference_files

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,8 @@ import yaml
 
 from e2e import toolchain
 from gke_tpu_priority.components.config import parse_platform_config
-from tests.support.admission_rules import multikueue_problems, problems_in
+from testkit.examples import readme_command, typescript_settings
+from tests.support.multikueue_rules import multikueue_problems, object_problems
 from tools import node_program
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
 from tools.manifests import kubernetes_objects
@@ -101,7 +101,7 @@ def test_fleet_example_creates_a_manager_and_two_workers_that_multikueue_accepts
     assert [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == ["96"]  # 6 x 16
     assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "multikueue"}]}
     for objs in by_cluster.values():
-        assert problems_in(objs) == []
+        assert object_problems(objs) == []
     assert multikueue_problems(manager) == []
     secrets = [r for r in run.resources if r.type == "kubernetes:core/v1:Secret" and "-mk-kubeconfig-" in r.name]
     assert len(secrets) == 2 and all(SECRET_SIG in r.inputs["stringData"] for r in secrets)
@@ -131,16 +131,6 @@ def test_yaml_example_properties_match_the_schema_and_the_model() -> None:
     for output in program["outputs"].values():
         name = output.removeprefix("${platform.").removesuffix("}")
         assert name in load_schema()["resources"][PLATFORM]["properties"]
-
-
-def typescript_settings(source: str) -> dict[str, Any]:
-    """The object literal passed to `new tpu.TpuPlatform(...)`, with TypeScript expressions marked as outputs."""
-    block = source.split("// BEGIN platform settings")[1].split("// END platform settings")[0]
-    literal = block[block.index("{", block.index("new tpu.TpuPlatform(")) : block.rindex("}") + 1]
-    literal = re.sub(r"(:\s*)(?!true\b|false\b|null\b)([A-Za-z_$][\w$.]*)(\s*[,}\]\n])", r'\1"${ts.\2}"\3', literal)
-    literal = re.sub(r",(\s*[}\]])", r"\1", literal)
-    parsed: dict[str, Any] = yaml.safe_load(literal)
-    return parsed
 
 
 def test_typescript_example_settings_match_the_schema_and_the_model() -> None:
@@ -182,16 +172,6 @@ def test_examples_readme_lists_every_example() -> None:
 # --- each example runs as its README says, from its own directory ------------------------------------------
 
 OFFLINE = ("python", "existing-cluster", "fleet", "yaml")
-
-
-def readme_command(example: str) -> list[str]:
-    """The offline-preview command of the example's README: `<python> ../preview.py …`, comment stripped."""
-    lines = [ln for ln in (EXAMPLES / example / "README.md").read_text().splitlines() if "../preview.py" in ln]
-    commands = [ln.split("  #")[0].strip() for ln in lines if ln.lstrip().startswith(("venv/", "../../.venv/"))]
-    assert len(commands) == 1, (example, commands)
-    argv = shlex.split(commands[0])
-    assert argv[1] == "../preview.py", argv
-    return argv
 
 
 @pytest.mark.parametrize("example", OFFLINE)

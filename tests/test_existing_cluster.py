@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
-from tests.conftest import stack_run
-from tests.platform_builders import platform, stack_config, tpu_pool
+from testkit.platform import platform, stack_config, tpu_pool
+from testkit.stacks import stack_run
 from tools import preview
 from tools.manifests import kubernetes_objects, unwrap_secrets
 from tools.mock_runtime import run_program

@@ -13,7 +13,7 @@ from gke_tpu_priority.components.config import ConfigError
 from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, check_groups, parse_fleet_config
 from gke_tpu_priority.components.fleet.credentials import WORKER_RULES
 from gke_tpu_priority.components.fleet.multikueue import manager_cluster_queue, manager_cluster_queues
-from tests.conftest import FLEET_STACKS, stack_run
+from testkit.stacks import FLEET_STACKS, stack_run
 from tests.support.crd_validation import assert_valid
 from tools import mock_runtime
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects

@@ -21,8 +21,8 @@ from gke_tpu_priority.components.config.maintenance import (
     worst_availability,
 )
 from gke_tpu_priority.policies.rules import evaluate_resources
-from tests.conftest import STACKS
-from tests.platform_builders import platform, stack_config, tpu_pool
+from testkit.platform import platform, stack_config, tpu_pool
+from testkit.stacks import STACKS
 from tools.mock_runtime import load_stack_config, run_program
 
 

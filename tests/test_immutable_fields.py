@@ -21,8 +21,8 @@ from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.kube.immutable import CHART_KINDS, IMMUTABLE, NOT_RENDERED, immutable_paths, type_token
 from gke_tpu_priority.components.kueue import jobset_values, kueue_values
 from gke_tpu_priority.components.workloads import tpu_jobset
-from tests.conftest import ALL_STACKS, stack_run
-from tests.platform_builders import platform, stack_config
+from testkit.platform import platform, stack_config
+from testkit.stacks import ALL_STACKS, stack_run
 from tests.support.upstream_data import (
     JOBSET,
     JOBSET_CHART,

@@ -14,8 +14,8 @@ import pytest
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.reconciler import monitoring
 from gke_tpu_priority.hotswap.metrics import Metrics
-from tests.conftest import stack_run
-from tests.platform_builders import platform
+from testkit.platform import platform
+from testkit.stacks import stack_run
 from tools.manifests import kubernetes_objects
 
 KINDS = {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gke_tpu_priority.policies.rules import evaluate_resources
-from tests.conftest import STACKS
+from testkit.stacks import STACKS
 from tools import preview
 
 

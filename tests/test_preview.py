@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
-from tests.conftest import CREATED_CLUSTER_STACKS, FLEET_STACKS, STACKS
+from testkit.stacks import CREATED_CLUSTER_STACKS, FLEET_STACKS, STACKS
 from tests.test_fleet import fleet_cluster_objects
 from tools import mock_runtime, preview
 from tools.fleet_preview import CLUSTER_ANNOTATION, REDACTED

@@ -9,8 +9,8 @@ import pulumi
 import pytest
 
 from gke_tpu_priority.components import tpu_shapes
-from tests.conftest import CREATED_CLUSTER_STACKS, STACKS, stack_run
-from tests.platform_builders import platform, stack_config, tpu_pool
+from testkit.platform import platform, stack_config, tpu_pool
+from testkit.stacks import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tools.manifests import unwrap_secrets
 from tools.mock_runtime import load_stack_config, run_program
 from tools.resources import ProgramRun, RegisteredResource

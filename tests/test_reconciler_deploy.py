@@ -10,8 +10,8 @@ import yaml
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
 from gke_tpu_priority.components.reconciler import objects
 from gke_tpu_priority.hotswap.config import HotswapConfig
-from tests.conftest import CREATED_CLUSTER_STACKS, STACKS, stack_run
-from tests.platform_builders import platform
+from testkit.platform import platform
+from testkit.stacks import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import load_stack_config
 
@@ -161,7 +161,7 @@ def test_bad_reconciler_settings_are_rejected(hotswap: dict[str, Any], expected:
 
 
 def test_disabled_reconciler_is_not_deployed() -> None:
-    from tests.platform_builders import stack_config
+    from testkit.platform import stack_config
     from tools.mock_runtime import run_program
 
     run = run_program("no-hotswap", stack_config(platform(hotswap={"enabled": False})))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.reconciler.objects import deployment
-from tests.platform_builders import platform, tpu_pool
+from testkit.platform import platform, tpu_pool
 
 
 def resources(slices: int, **hotswap: object) -> dict[str, dict[str, str]]:

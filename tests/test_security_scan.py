@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import STACKS, stack_run
+from testkit.stacks import STACKS, stack_run
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT
 

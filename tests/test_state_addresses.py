@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ALL_STACKS, stack_run
+from testkit.stacks import ALL_STACKS, stack_run
 
 RECORDED = Path(__file__).parent / "data" / "urns"
 

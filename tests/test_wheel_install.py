@@ -73,6 +73,8 @@ def test_the_wheel_installs_one_import_package(built: Built) -> None:
     for package in ("components", "hotswap", "policies", "policies/rules", "hotswap/planner"):
         assert f"gke_tpu_priority/{package}/__init__.py" in names
     assert "gke_tpu_priority/components/py.typed" in names
+    # The simulator and the test kit are the repository's, beside the package: never in the wheel.
+    assert not [n for n in names if n.startswith(("gke_tpu_priority/hotswap/sim/", "sim/", "testkit/"))]
     with tarfile.open(built.sdist) as archive:
         members = {m.name.split("/", 1)[1] for m in archive.getmembers() if "/" in m.name}
     assert {"LICENSE", "pyproject.toml", "setup.py", "README.md", "hotswap/__main__.py"} <= members

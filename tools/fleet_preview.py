@@ -16,6 +16,7 @@ from gke_tpu_priority.components.fleet.multikueue import manager_cluster_queues
 from gke_tpu_priority.policies.rules.base import CLUSTER_ANNOTATION
 from tools.manifests import kubernetes_objects
 from tools.resources import SECRET_SIG, ProgramRun, RegisteredResource
+from tools.text_table import text_table
 
 REDACTED = "[secret]"
 
@@ -58,12 +59,6 @@ def fleet_objects(run: ProgramRun, stack: str) -> list[dict[str, Any]]:
     return objects
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    from tools.preview import _table as table
-
-    return table(headers, rows)
-
-
 def render_fleet_plan(run: ProgramRun, config: FleetConfig, objects: list[dict[str, Any]]) -> str:
     m = config.manager
     out = [
@@ -71,7 +66,7 @@ def render_fleet_plan(run: ProgramRun, config: FleetConfig, objects: list[dict[s
         f"{len(objects)} Kubernetes objects",
         "",
         "Clusters by region",
-        _table(
+        text_table(
             ["role", "name", "cluster", "region", "mode", "TPU slices", "chips"],
             [
                 ["manager", "manager", m.name, m.location or m.region, f"{m.mode.value} (Autopilot, CPU-only)", 0, 0],
@@ -94,13 +89,13 @@ def render_fleet_plan(run: ProgramRun, config: FleetConfig, objects: list[dict[s
     for w in config.workers:
         for f in w.platform.flavors:
             flavor_rows.append([w.name, f.name, f.slices, f.chips])
-    out += ["", "Chips per worker and flavor", _table(["worker", "flavor", "slices", "chips"], flavor_rows)]
+    out += ["", "Chips per worker and flavor", text_table(["worker", "flavor", "slices", "chips"], flavor_rows)]
     mk = config.multi_kueue
     out += [
         "",
         f"Dispatch: {mk.dispatcher.value} ({DISPATCHER_NAMES[mk.dispatcher]}); order: "
         + " > ".join(w.name for w in config.workers),
-        _table(
+        text_table(
             ["admissionCheck", "clusterQueues", "workers (preference order)", "flavors"],
             [
                 [g.name, ",".join(g.cluster_queues), ",".join(g.workers), ",".join(g.flavors)]
@@ -109,14 +104,14 @@ def render_fleet_plan(run: ProgramRun, config: FleetConfig, objects: list[dict[s
         ),
     ]
     rows = [[cq.name, q.flavor, q.chips] for cq in manager_cluster_queues(config) for q in cq.quotas]
-    out += ["", "Manager ClusterQueues (quota = fleet sum)", _table(["clusterQueue", "flavor", "chips"], rows)]
+    out += ["", "Manager ClusterQueues (quota = fleet sum)", text_table(["clusterQueue", "flavor", "chips"], rows)]
     per_cluster = Counter(o["metadata"]["annotations"][CLUSTER_ANNOTATION] for o in objects)
     out += [
         "",
         "Kubernetes objects per cluster",
-        _table(["cluster", "objects"], [[c, n] for c, n in sorted(per_cluster.items())]),
+        text_table(["cluster", "objects"], [[c, n] for c, n in sorted(per_cluster.items())]),
     ]
     kinds = Counter(f"{o['apiVersion']}/{o['kind']}" for o in objects)
-    out += ["", "Kubernetes objects", _table(["kind", "count"], [[k, n] for k, n in sorted(kinds.items())])]
+    out += ["", "Kubernetes objects", text_table(["kind", "count"], [[k, n] for k, n in sorted(kinds.items())])]
     out += ["", "Outputs: " + ", ".join(sorted(run.outputs))]
     return "\n".join(out)

@@ -3,8 +3,8 @@
 Run: `python -m tools.plan_corpus record build/plan_corpus.pkl` with the reference planner, then
 `python -m tools.plan_corpus check build/plan_corpus.pkl` after a change that must not alter behaviour
 (a performance change). The corpus holds the snapshots themselves, so the check does not depend on the
-simulator replaying the same way. Snapshots: the scaling fleets (hotswap.sim.scaling) and the synthetic bench
-fleets (tests/planner/bench_planner.py) at several sizes, and every reconciler pass of short storm, steady_3x
+simulator replaying the same way. Snapshots: the scaling fleets (sim.scaling) and the synthetic bench
+fleets (tools/bench_planner.py) at several sizes, and every reconciler pass of short storm, steady_3x
 and unreachable-node simulations; each is planned under the default config and a few non-default ones.
 """
 
@@ -36,12 +36,12 @@ CONFIGS: dict[str, HotswapConfig] = {
 
 
 def _scaling_cases() -> Iterator[Case]:
-    from gke_tpu_priority.hotswap.sim.params import FailureKind
-    from gke_tpu_priority.hotswap.sim.policies.none import NonePolicy
-    from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-    from gke_tpu_priority.hotswap.sim.scaling import scaling_scenario
-    from gke_tpu_priority.hotswap.sim.simulator import Simulator
-    from gke_tpu_priority.hotswap.sim.snapshot import at
+    from sim.params import FailureKind
+    from sim.policies.none import NonePolicy
+    from sim.policies.reconciler import ReconcilerPolicy
+    from sim.scaling import scaling_scenario
+    from sim.simulator import Simulator
+    from sim.snapshot import at
 
     for slices, seed in ((32, 7), (64, 3), (256, 7), (1024, 7)):
         sim = Simulator(scaling_scenario(slices, seed), NonePolicy())
@@ -57,8 +57,8 @@ def _scaling_cases() -> Iterator[Case]:
 
 
 def _bench_cases() -> Iterator[Case]:
-    from tests.planner.bench_planner import build
-    from tests.planner.builders import T0
+    from testkit.builders import T0
+    from tools.bench_planner import build
 
     for slices in (32, 256, 1024):
         for offset in (0, 5, 20):
@@ -66,11 +66,11 @@ def _bench_cases() -> Iterator[Case]:
 
 
 def _sim_cases(scale: float) -> Iterator[Case]:
-    from gke_tpu_priority.hotswap.sim.params import Failures, Scenario
-    from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-    from gke_tpu_priority.hotswap.sim.scenarios import standard_scenarios
-    from gke_tpu_priority.hotswap.sim.simulator import Simulator
-    from gke_tpu_priority.hotswap.sim.snapshot import at
+    from sim.params import Failures, Scenario
+    from sim.policies.reconciler import ReconcilerPolicy
+    from sim.scenarios import standard_scenarios
+    from sim.simulator import Simulator
+    from sim.snapshot import at
 
     class Recording(ReconcilerPolicy):
         """Each pass plans the snapshot it just built, at the current time: keep both."""

@@ -23,9 +23,11 @@ from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, parse_fl
 from gke_tpu_priority.components.config.resolved import effective_cluster_queues, effective_local_queues
 from gke_tpu_priority.components.priorities import preemption_policy
 from gke_tpu_priority.components.queues.provisioning import ladder_fungibility
+from tools import fleet_preview
 from tools.manifests import helm_charts, kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, StackFileError, load_stack_config, run_program
 from tools.resources import ProgramRun
+from tools.text_table import text_table
 
 
 def resources_document(run: ProgramRun) -> dict[str, Any]:
@@ -47,14 +49,6 @@ def resources_document(run: ProgramRun) -> dict[str, Any]:
         ],
         "outputs": run.outputs,
     }
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers, *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def tpu_capacity_rows(config: PlatformConfig) -> list[list[Any]]:
@@ -84,7 +78,7 @@ def queue_plan(config: PlatformConfig) -> list[str]:
     out = [
         "",
         f"Priority tiers (hotswap mode: {mode.value})",
-        _table(
+        text_table(
             ["tier", "value", "preempts", "preemptionPolicy", "default"],
             [
                 [
@@ -107,7 +101,7 @@ def queue_plan(config: PlatformConfig) -> list[str]:
     out += [
         "",
         "Resource flavors (quota vs provisioned chips)",
-        _table(
+        text_table(
             ["flavor", "node labels", "slices", "chips", "nominal quota", "pools"],
             [
                 [
@@ -144,7 +138,7 @@ def queue_plan(config: PlatformConfig) -> list[str]:
     out += [
         "",
         f"ClusterQueues (fair sharing: {'on' if config.fair_sharing else 'off'})",
-        _table(
+        text_table(
             [
                 "clusterQueue",
                 "cohort",
@@ -171,7 +165,9 @@ def queue_plan(config: PlatformConfig) -> list[str]:
     out += [
         "",
         "LocalQueues",
-        _table(["namespace", "localQueue", "clusterQueue"], [[lq.namespace, lq.name, lq.cluster_queue] for lq in lqs]),
+        text_table(
+            ["namespace", "localQueue", "clusterQueue"], [[lq.namespace, lq.name, lq.cluster_queue] for lq in lqs]
+        ),
     ]
     return out + reconciler_plan(config)
 
@@ -205,7 +201,7 @@ def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str,
             f"Existing cluster ({where}): {gcp} GCP resources; the TPU capacity below is as described in tpuPools"
         )
     counts = Counter(r.type for r in run.resources)
-    out += ["", "Resources by type", _table(["type", "count"], [[t, n] for t, n in sorted(counts.items())])]
+    out += ["", "Resources by type", text_table(["type", "count"], [[t, n] for t, n in sorted(counts.items())])]
     rows = tpu_capacity_rows(config)
     total = [
         "TOTAL",
@@ -222,7 +218,7 @@ def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str,
     out += [
         "",
         "TPU v6e capacity",
-        _table(
+        text_table(
             [
                 "group",
                 "topology",
@@ -244,7 +240,7 @@ def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str,
         out += [
             "",
             "Helm charts (rendered by the Kubernetes provider at deploy time)",
-            _table(
+            text_table(
                 ["resource", "chart", "version", "namespace"],
                 [[c["name"], c["chart"], c["version"], c["namespace"]] for c in charts],
             ),
@@ -254,7 +250,7 @@ def render_plan(run: ProgramRun, config: PlatformConfig, objects: list[dict[str,
         out += [
             "",
             "Kubernetes objects",
-            _table(["kind", "count"], [[k, n] for k, n in sorted(kinds.items())]),
+            text_table(["kind", "count"], [[k, n] for k, n in sorted(kinds.items())]),
         ]
     out += ["", "Outputs: " + ", ".join(sorted(run.outputs))]
     return "\n".join(out)
@@ -274,8 +270,6 @@ def write_contract(run: ProgramRun, objects: list[dict[str, Any]], out_dir: Path
 def preview(stack: str, build_dir: Path) -> str:
     raw = load_stack_config(stack)
     if FLEET_CONFIG_PATH in raw:
-        from tools import fleet_preview
-
         fleet = parse_fleet_config(raw[FLEET_CONFIG_PATH], stack_file=True)
         run = fleet_preview.redacted_run(run_program(stack, raw))
         objects = fleet_preview.fleet_objects(run, stack)

@@ -28,8 +28,8 @@ from gke_tpu_priority.components.config import ConfigError
 from tools import node_program
 from tools.manifests import kubernetes_objects
 from tools.mock_runtime import StackFileError, load_stack_config, run_program
-from tools.preview import _table
 from tools.resources import SECRET_SIG, ProgramRun
+from tools.text_table import text_table
 from tools.yaml_program import YamlProgramError, load_program, program_body
 
 SECRET_WORDS = ("kubeconfig", "token", "secret", "password")
@@ -102,7 +102,7 @@ def render(run: ProgramRun, runtime: str) -> str:
         f"Program {run.project!r} ({runtime}), stack {run.stack!r}, offline under Pulumi's mock runtime: "
         f"{len(run.resources)} resources, {len(objects)} Kubernetes objects",
         "",
-        _table(["resource type", "count"], [[t, n] for t, n in sorted(counts.items())]),
+        text_table(["resource type", "count"], [[t, n] for t, n in sorted(counts.items())]),
     ]
     out += ["", "Outputs:", *(f"  {k}: {_shown(k, v)}" for k, v in sorted(run.outputs.items()))]
     return "\n".join(out)

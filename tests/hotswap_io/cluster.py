@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fakes.apiserver import FakeApiServer
+from testkit.apiserver import FakeApiServer
 
 JsonObj = dict[str, Any]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes.apiserver import FakeApiServer
 from kubernetes_asyncio import client
 
 from gke_tpu_priority.hotswap.kube.client import new_api_client
+from testkit.apiserver import FakeApiServer
 
 ClientFactory = Callable[[str], Awaitable[client.ApiClient]]
 

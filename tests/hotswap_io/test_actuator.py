@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault, merge_patch
 from kubernetes_asyncio import client
 
 from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
@@ -29,6 +28,7 @@ from gke_tpu_priority.hotswap.planner.actions import (
     ReleaseReason,
     ReleaseVictim,
 )
+from testkit.apiserver import FakeApiServer, Fault, merge_patch
 from tests.support.failure_policy import JOB_REASON_POD_FAILURE_POLICY, job_failure_reason, jobset_action
 
 from .cluster import NS, PODS, WORKLOADS

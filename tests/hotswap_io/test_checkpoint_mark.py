@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes.apiserver import FakeApiServer
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.cli import main
 from gke_tpu_priority.hotswap.kube.checkpoint import CheckpointTargetError, mark_checkpoint, resolve_target
+from testkit.apiserver import FakeApiServer
 
 from .cluster import JOBSETS, NS
 from .conftest import ClientFactory, write_kubeconfig

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.kube.access import ClusterAccessError, choose_access
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import NS, WORKLOADS
 from .conftest import write_kubeconfig

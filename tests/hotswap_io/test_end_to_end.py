@@ -13,13 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.config import HotswapConfig, LeaderElectionConfig
 from gke_tpu_priority.hotswap.controller import Controller
 from gke_tpu_priority.hotswap.kube.actuator import Result
 from gke_tpu_priority.hotswap.planner.actions import EventReason, TaintNode
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import (
     JOBSETS,

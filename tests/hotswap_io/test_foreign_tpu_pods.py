@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from fakes.apiserver import FakeApiServer
+
+from testkit.apiserver import FakeApiServer
 
 from .cluster import (
     HOSTS_PER_SLICE,

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
 
 from gke_tpu_priority.hotswap.kube.backoff import Backoff
 from gke_tpu_priority.hotswap.kube.client import new_api_client
@@ -20,6 +19,7 @@ from gke_tpu_priority.hotswap.kube.resources import NODES, PODS, PRIORITY_CLASSE
 from gke_tpu_priority.hotswap.kube.snapshot import SnapshotBuilder
 from gke_tpu_priority.hotswap.metrics import Metrics
 from gke_tpu_priority.hotswap.model import Pod
+from testkit.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault
 
 from .conftest import ClientFactory, write_kubeconfig
 from .helpers import eventually, node, pod

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
 
 from gke_tpu_priority.hotswap.kube.leader import LeaderElector, LeaseSettings
 from gke_tpu_priority.hotswap.metrics import Metrics
+from testkit.apiserver import FakeApiServer, Fault
 
 from .conftest import ClientFactory
 from .helpers import eventually

@@ -8,7 +8,6 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gke_tpu_priority.hotswap.config import LeaderElectionConfig
@@ -20,6 +19,7 @@ from gke_tpu_priority.hotswap.kube.resources import NODES
 from gke_tpu_priority.hotswap.kube.snapshot import NODE_POOL_SLACK, SnapshotBuilder
 from gke_tpu_priority.hotswap.metrics import Metrics
 from gke_tpu_priority.hotswap.model import Node, Pod
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import JOBSETS, NS, WORKLOADS, add_slices, base_cluster, jobset, workload
 from .conftest import ClientFactory

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from fakes.apiserver import FakeApiServer
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.cli import build_parser
@@ -24,6 +23,7 @@ from gke_tpu_priority.hotswap.kube.release_all import release_all
 from gke_tpu_priority.hotswap.logs import JsonFormatter, setup_logging
 from gke_tpu_priority.hotswap.metrics import Metrics
 from gke_tpu_priority.hotswap.server import OpsServer, make_app
+from testkit.apiserver import FakeApiServer
 
 from .cluster import NS, WORKLOADS
 from .conftest import ClientFactory, write_kubeconfig

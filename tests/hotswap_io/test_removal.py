@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault, Resource
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.kube.removal import being_removed, release_if_removed
+from testkit.apiserver import DEFAULT_RESOURCES, FakeApiServer, Fault, Resource
 
 from .cluster import NS, WORKLOADS
 from .conftest import ClientFactory, write_kubeconfig

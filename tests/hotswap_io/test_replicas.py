@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.config import HotswapConfig, LeaderElectionConfig
 from gke_tpu_priority.hotswap.controller import Controller, ExitCode
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import (
     NS,

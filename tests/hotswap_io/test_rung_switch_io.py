@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fakes.apiserver import FakeApiServer
 
 from gke_tpu_priority.hotswap.kube.actuator import Result
 from gke_tpu_priority.hotswap.kube.release_all import release_all
 from gke_tpu_priority.hotswap.kube.rung_pin import pin_patch
 from gke_tpu_priority.hotswap.planner.actions import EndRungSwitch, PinRung, StartRungSwitch
 from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY
+from testkit.apiserver import FakeApiServer
 
 from .cluster import JOBSETS, NS, WORKLOADS, jobset
 from .conftest import ClientFactory

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes.apiserver import FakeApiServer, Fault
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.status import age, held_rows, op_rows, quarantine_rows, render
+from testkit.apiserver import FakeApiServer, Fault
 
 from .cluster import NS, WORKLOADS
 from .test_cli_access import cli, home_with_kubeconfig

@@ -7,11 +7,11 @@ import copy
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fakes.apiserver import FakeApiServer
 
 from gke_tpu_priority.hotswap.kube import snapshot as snapshot_module
 from gke_tpu_priority.hotswap.kube.snapshot import CachedJobSet, SnapshotBuilder
 from gke_tpu_priority.hotswap.model import Node, Pod, Workload
+from testkit.apiserver import FakeApiServer
 
 from .cluster import CLUSTER_QUEUES, JOBSETS, NS, jobset, tpu_node
 from .conftest import ClientFactory

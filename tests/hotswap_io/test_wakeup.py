@@ -6,10 +6,10 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fakes.apiserver import FakeApiServer
 
 from gke_tpu_priority.hotswap.config import HotswapConfig, LeaderElectionConfig
 from gke_tpu_priority.hotswap.controller import Controller, ExitCode, wakeup_delay
+from testkit.apiserver import FakeApiServer
 
 from .cluster import NS, WORKLOADS, add_slices, base_cluster, evict_pods_on, fail_node, run_jobset
 from .conftest import ClientFactory

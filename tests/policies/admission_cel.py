@@ -1,5 +1,8 @@
 """Evaluate ValidatingAdmissionPolicies and their bindings offline, the way the API server does, with cel-python.
 
+Why it stays beside `make e2e`: policy authors run the three-front-ends table without Go; e2e runs the same table
+on the real server (e2e/test_admission_cases.py).
+
 Uses the CEL environment and Kubernetes library functions of tests/support/crd_validation.py (``compile_rule``),
 so an expression calling a function neither implements fails here rather than on a real server. The request
 is what the API server builds: ``request.kind``, ``namespace``, ``operation``, ``userInfo``; ``object`` as JSON

@@ -18,7 +18,7 @@ from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.config.resolved import effective_local_queues
 from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from gke_tpu_priority.policies import check
-from tests.conftest import STACKS
+from testkit.stacks import STACKS
 from tools import preview
 from tools.mock_runtime import PROJECT_ROOT, load_stack_config
 

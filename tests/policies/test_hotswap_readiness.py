@@ -14,7 +14,7 @@ from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from gke_tpu_priority.policies.check import check_objects
 from gke_tpu_priority.policies.rules.base import manifest_object
 from gke_tpu_priority.policies.rules.hotswap_readiness import JOBSET_HOTSWAP_RESTARTABLE, hotswap_tiers, restart_problem
-from tests.platform_builders import platform
+from testkit.platform import platform
 from tests.policies.test_three_front_ends import PLATFORM, admit, jobset
 
 RULE = JOBSET_HOTSWAP_RESTARTABLE.name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gke_tpu_priority.hotswap.sim.params import Failures, Fleet, JobClass, Scenario
+from sim.params import Failures, Fleet, JobClass, Scenario
 
 HIGH = 2_000_000
 LOW = 1_000_000

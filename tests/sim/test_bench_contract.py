@@ -1,4 +1,4 @@
-"""`hotswap.json` is a contract other tools read (issue 5): its shape is checked on a tiny bench run."""
+"""`hotswap.json` is a contract other tools read: its shape is checked on a tiny bench run."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.bench import RECONCILER_COST, bench, run_cost
-from gke_tpu_priority.hotswap.sim.params import Scenario
-from gke_tpu_priority.hotswap.sim.plot import mttr_figure
-from gke_tpu_priority.hotswap.sim.report import best_online, markdown
+from sim.bench import RECONCILER_COST, bench, run_cost
+from sim.params import Scenario
+from sim.plot import mttr_figure
+from sim.report import best_online, markdown
 
 POLICY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "incidents": int,
@@ -136,7 +136,7 @@ def test_every_policy_is_measured_against_the_hindsight_bound(report: tuple[dict
 
 
 def test_the_table_prints_the_hindsight_ratios(report: tuple[dict[str, Any], Path]) -> None:
-    from gke_tpu_priority.hotswap.sim.bench import table
+    from sim.bench import table
 
     text = table(data := report[0])
     assert "hi bad/hs" in text and "vic loss/hs" in text
@@ -181,7 +181,7 @@ def test_best_online_ignores_none_and_hindsight_and_breaks_ties_in_order() -> No
 
 
 def test_slice_struck_scenarios_run_under_more_seeds(report: tuple[dict[str, Any], Path]) -> None:
-    from gke_tpu_priority.hotswap.sim.scenarios import SEED_MULTIPLIER
+    from sim.scenarios import SEED_MULTIPLIER
 
     data, _ = report
     for name, block in data["scenarios"].items():
@@ -199,7 +199,7 @@ def _paired_block(reconciler: list[float], peer: list[float]) -> dict[str, Any]:
 
 
 def test_the_paired_comparison_calls_a_lead_only_outside_the_seed_spread() -> None:
-    from gke_tpu_priority.hotswap.sim.report import half_width, paired_difference, verdict
+    from sim.report import half_width, paired_difference, verdict
 
     # Differences -10, -12, -8, -10: mean -10, SE 0.816, t(3) 3.182 -> -10 ± 2.6, ahead.
     block = _paired_block([90.0, 88.0, 92.0, 90.0], [100.0, 100.0, 100.0, 100.0])

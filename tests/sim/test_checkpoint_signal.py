@@ -8,10 +8,10 @@ import pytest
 
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys, parse_time
 from gke_tpu_priority.hotswap.config import HotswapConfig
-from gke_tpu_priority.hotswap.sim.params import ReconcilerKnobs, Scenario
-from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
-from gke_tpu_priority.hotswap.sim.snapshot import CheckpointSignal, at
+from sim.params import ReconcilerKnobs, Scenario
+from sim.policies.reconciler import ReconcilerPolicy
+from sim.simulator import Simulator
+from sim.snapshot import CheckpointSignal, at
 from tests.sim.builders import small, two_classes
 
 KEY = AnnotationKeys(HotswapConfig().annotation_domain).last_checkpoint

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from gke_tpu_priority.hotswap.config import HotswapConfig
-from gke_tpu_priority.hotswap.sim.params import HOUR, MINUTE, FailureKind
-from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from sim.params import HOUR, MINUTE, FailureKind
+from sim.policies.reconciler import ReconcilerPolicy
+from sim.simulator import Simulator
 from tests.sim.builders import NEVER, two_classes
 
 

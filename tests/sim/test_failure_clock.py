@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.params import HOUR, FailureClock, Failures
-from gke_tpu_priority.hotswap.sim.runner import POLICIES
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from sim.params import HOUR, FailureClock, Failures
+from sim.runner import POLICIES
+from sim.simulator import Simulator
 from tests.sim.builders import two_classes
 
 

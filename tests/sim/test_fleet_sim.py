@@ -1,4 +1,4 @@
-"""Fleet simulator (issue 18 item 6): shared clock, MultiKueue dispatch and re-dispatch, pinned regions."""
+"""Fleet simulator: shared clock, MultiKueue dispatch and re-dispatch, pinned regions."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ from pathlib import Path
 
 from pytest import CaptureFixture
 
-from gke_tpu_priority.hotswap.sim.__main__ import main
-from gke_tpu_priority.hotswap.sim.fleet import (
+from sim.__main__ import main
+from sim.fleet import (
     FLEET_POLICIES,
     Degradation,
     FleetScenario,
     FleetSimulator,
     region_degraded,
 )
-from gke_tpu_priority.hotswap.sim.multikueue import FleetMode
-from gke_tpu_priority.hotswap.sim.params import HOUR, Failures, Fleet, JobClass
-from gke_tpu_priority.hotswap.sim.state import JobState
+from sim.multikueue import FleetMode
+from sim.params import HOUR, Failures, Fleet, JobClass
+from sim.state import JobState
 from tests.sim.builders import HIGH, LOW, NEVER
 
 QUIET = Failures(slice_mtbf_h=1e9)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.metrics import exchange_rate
-from gke_tpu_priority.hotswap.sim.params import HOUR, FailureKind
-from gke_tpu_priority.hotswap.sim.runner import POLICIES
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from sim.metrics import exchange_rate
+from sim.params import HOUR, FailureKind
+from sim.runner import POLICIES
+from sim.simulator import Simulator
 from tests.sim.builders import NEVER, small, two_classes
 
 CHIPS = 16  # v6e 4x4 slice

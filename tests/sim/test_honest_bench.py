@@ -1,4 +1,4 @@
-"""Issue 37: the checkpoint signal is a scenario setting (off in the headline), every tier's badput counts, and a
+"""The checkpoint signal is a scenario setting (off in the headline), every tier's badput counts, and a
 paired lead must clear a practical margin."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.bench import add_tier_badput, tier_demand_chip_s, tier_weights
-from gke_tpu_priority.hotswap.sim.params import Scenario
-from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-from gke_tpu_priority.hotswap.sim.report import half_width, paired_difference, practical_margin, verdict
-from gke_tpu_priority.hotswap.sim.runner import run_one
-from gke_tpu_priority.hotswap.sim.scenarios import SIGNAL_RUNS, signal_scenarios, standard_scenarios
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
-from gke_tpu_priority.hotswap.sim.snapshot import CheckpointSignal
-from gke_tpu_priority.hotswap.sim.state import Job
+from sim.bench import add_tier_badput, tier_demand_chip_s, tier_weights
+from sim.params import Scenario
+from sim.policies.reconciler import ReconcilerPolicy
+from sim.report import half_width, paired_difference, practical_margin, verdict
+from sim.runner import run_one
+from sim.scenarios import SIGNAL_RUNS, signal_scenarios, standard_scenarios
+from sim.simulator import Simulator
+from sim.snapshot import CheckpointSignal
+from sim.state import Job
 from tests.sim.builders import small, two_classes
 from tests.sim.test_checkpoint_signal import KEY
 
@@ -134,7 +134,7 @@ def test_under_recreate_the_scheduler_pattern_recovers_sooner_than_under_blockin
 
 
 def test_the_standing_table_names_the_peers_the_reconciler_is_behind() -> None:
-    from gke_tpu_priority.hotswap.sim.report import standing_markdown
+    from sim.report import standing_markdown
 
     def runs(mine: float, peer: float) -> dict[str, Any]:
         fields = ("weighted_badput_chip_h", "victim_lost_chip_h", "high_badput_chip_h")
@@ -148,14 +148,14 @@ def test_the_standing_table_names_the_peers_the_reconciler_is_behind() -> None:
     report = {"scenarios": {"ladder": {"per_seed": per_seed, "policies": per_seed["0"]}}}
     row = next(line for line in standing_markdown(report).splitlines() if line.startswith("| ladder"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    # Since issue 37 the TAS peers run the ladder like for like: no cell carries a caveat.
+    # The TAS peers run the ladder like for like: no cell carries a caveat.
     assert cells[1] == "hero"  # weighted badput: behind
     assert cells[2] == "kueue-tas"  # tie (identical figures)
     assert cells[4] == "hero"  # victims' loss: behind
 
 
 def test_rescore_recomputes_the_tier_badput_from_the_recorded_figures() -> None:
-    from gke_tpu_priority.hotswap.sim.bench import rescore
+    from sim.bench import rescore
 
     scenario = two_classes("one", 1, 10.0, 4, high=(2, 1, 50.0), low=(1, 3, 6.0))
     demand = tier_demand_chip_s(scenario)

@@ -1,12 +1,12 @@
-"""kube-scheduler model: the empty-slice fast path picks what the full search would (issue 19 performance work)."""
+"""kube-scheduler model: the empty-slice fast path picks what the full search would."""
 
 from __future__ import annotations
 
 import itertools
 
-from gke_tpu_priority.hotswap.sim import kubescheduler
-from gke_tpu_priority.hotswap.sim.params import JobClass
-from gke_tpu_priority.hotswap.sim.state import Job, Pod, PodPhase, Slice
+from sim import kubescheduler
+from sim.params import JobClass
+from sim.state import Job, Pod, PodPhase, Slice
 
 _uid = itertools.count(1)
 

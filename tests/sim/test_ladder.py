@@ -1,4 +1,4 @@
-"""Capacity ladder in the simulator (issue 20 item 4): spot preemptions, queued flex-start capacity, flavor order."""
+"""Capacity ladder in the simulator: spot preemptions, queued flex-start capacity, flavor order."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 from gke_tpu_priority.hotswap.config import HotswapConfig
 from gke_tpu_priority.hotswap.model import ConditionStatus, Node, SliceShape
 from gke_tpu_priority.hotswap.planner.actions import ReleaseReason, ReleaseVictim
-from gke_tpu_priority.hotswap.sim import kubescheduler, kueue
-from gke_tpu_priority.hotswap.sim.params import (
+from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_LABEL, QUEUED_TAINT, SliceHealth, classify_slices
+from sim import kubescheduler, kueue
+from sim.params import (
     HOUR,
     Capacity,
     FailureKind,
@@ -20,14 +21,13 @@ from gke_tpu_priority.hotswap.sim.params import (
     RepairBand,
     Scenario,
 )
-from gke_tpu_priority.hotswap.sim.policies.none import NonePolicy
-from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-from gke_tpu_priority.hotswap.sim.runner import POLICIES, run_one
-from gke_tpu_priority.hotswap.sim.scenarios import ladder, standard_scenarios
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
-from gke_tpu_priority.hotswap.sim.snapshot import SPOT_LABEL, at, build_snapshot, node_labels
-from gke_tpu_priority.hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
-from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_LABEL, QUEUED_TAINT, SliceHealth, classify_slices
+from sim.policies.none import NonePolicy
+from sim.policies.reconciler import ReconcilerPolicy
+from sim.runner import POLICIES, run_one
+from sim.scenarios import ladder, standard_scenarios
+from sim.simulator import Simulator
+from sim.snapshot import SPOT_LABEL, at, build_snapshot, node_labels
+from sim.state import Job, JobState, Pod, PodPhase, Slice
 from tests.sim.builders import HIGH, LOW, NEVER, two_classes
 
 QUIET = Failures(slice_mtbf_h=1e9, spot_mtbf_h=1e9)
@@ -366,7 +366,7 @@ def test_queued_capacity_that_does_not_exist_is_not_provisioned_capacity_and_the
 
 
 def test_the_tas_peers_run_the_ladder_like_for_like() -> None:
-    """Issue 37 item 2: kueue-tas and hero admit through the same flavor order (reservation, spot, queued) and get
+    """kueue-tas and hero admit through the same flavor order (reservation, spot, queued) and get
     the same queued flex-start capacity as the quota-model policies, so every policy has the same provisioned
     chip-hours (within the provisioning gaps, which differ by a fraction of a per cent)."""
     scenario = ladder(seed=20260901, scale=0.05)
@@ -381,7 +381,7 @@ def test_the_tas_peers_run_the_ladder_like_for_like() -> None:
 
 
 def test_the_reconciler_sends_held_victims_back_to_kueue_when_the_queued_rung_has_room() -> None:
-    """Issue 37 item 4: a held victim whose rung has no free slice is released once the ClusterQueue's queued
+    """A held victim whose rung has no free slice is released once the ClusterQueue's queued
     flex-start quota has room for it, and Kueue then provisions capacity for it, instead of waiting for a spot
     return. The snapshot carries that room as the controller reads it from the ClusterQueue. The rung switch is off:
     it moves reclaimed JobSets of every preempting tier into the same room first, which is not what this tests."""
@@ -431,7 +431,7 @@ def _reclaim_the_top_jobsets_spot_slice(policy: ReconcilerPolicy) -> tuple[Simul
 
 
 def test_the_reconciler_moves_a_reclaimed_top_tier_jobset_to_the_queued_rung_instead_of_evicting() -> None:
-    """Issue 37 item 4, the rung switch: the top-tier JobSet is pinned to the queued rung and runs there once GKE
+    """The rung switch: the top-tier JobSet is pinned to the queued rung and runs there once GKE
     provisions it; the low JobSet on spot is never a victim. Switched off (the control), the low one is."""
     sim, top, low = _reclaim_the_top_jobsets_spot_slice(ReconcilerPolicy())
     assert top.pinned is Capacity.QUEUED and top.flavor is Capacity.QUEUED and top.running

@@ -1,15 +1,15 @@
-"""Issue 37 item 2: a multi-team scenario shaped like the prod stack (ClusterQueues in a cohort, borrowing and
+"""A multi-team scenario shaped like the prod stack (ClusterQueues in a cohort, borrowing and
 lending), where the hero controller's premise holds and hero drains; cohort quota as Kueue checks it."""
 
 from __future__ import annotations
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.cohort import Cohort
-from gke_tpu_priority.hotswap.sim.params import ClusterQueueSpec, Fleet, JobClass, Scenario
-from gke_tpu_priority.hotswap.sim.runner import run_one
-from gke_tpu_priority.hotswap.sim.scenarios import multi_team, standard_scenarios
-from gke_tpu_priority.hotswap.sim.state import Job, JobState
+from sim.cohort import Cohort
+from sim.params import ClusterQueueSpec, Fleet, JobClass, Scenario
+from sim.runner import run_one
+from sim.scenarios import multi_team, standard_scenarios
+from sim.state import Job, JobState
 
 CHIPS = 16
 

@@ -1,4 +1,4 @@
-"""Issue 14's per-scenario conditions in the bench's targets table: each one can fail on its own."""
+"""The payback conditions per scenario in the bench's targets table: each one can fail on its own."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.bench import pays_for_itself
-from gke_tpu_priority.hotswap.sim.params import Timing
+from sim.bench import pays_for_itself
+from sim.params import Timing
 
 
 def _stats(high: float, fleet: float, p50: float, p95: float, xr: float) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The peer policies of issue 19: Kueue's native node hot swap, CoreWeave's hero controller, the hindsight bound."""
+"""The peer policies: Kueue's native node hot swap, CoreWeave's hero controller, the hindsight bound."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.params import HOUR, FailureKind, Scenario
-from gke_tpu_priority.hotswap.sim.policies.hero import DRAIN_TIMEOUT_S, POLL_S, HeroPolicy
-from gke_tpu_priority.hotswap.sim.policies.hindsight import HindsightPolicy
-from gke_tpu_priority.hotswap.sim.policies.kueue_tas import KueueTASPolicy
-from gke_tpu_priority.hotswap.sim.runner import POLICIES
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from sim.params import HOUR, FailureKind, Scenario
+from sim.policies.hero import DRAIN_TIMEOUT_S, POLL_S, HeroPolicy
+from sim.policies.hindsight import HindsightPolicy
+from sim.policies.kueue_tas import KueueTASPolicy
+from sim.runner import POLICIES
+from sim.simulator import Simulator
 from tests.sim.builders import NEVER, small, two_classes
 
 PEERS = ("kueue-tas", "hero", "hindsight")
@@ -52,7 +52,7 @@ def test_kueue_tas_evicts_on_node_failure_and_the_replacement_preempts_nobody() 
     assert t0 == pytest.approx(HOUR + sim.timing.fault_to_node_unhealthy_s + sim.timing.kueue_admission_s, abs=0.1)
     high = next(j for j in sim.live if j.cls.name == "high")
     assert high.running and sim.rec.mttr_high_s
-    # Without admission-time preemption for topology (issue 19's assumption) nobody is a victim at all: the
+    # Without admission-time preemption for topology (the no-preemption reading) nobody is a victim at all: the
     # replacement search never preempts, and quota alone fits.
     quiet = Simulator(small(3), KueueTASPolicy(preempt_for_topology=False))
     quiet.run()
@@ -99,7 +99,7 @@ def test_hero_runs_one_drain_at_a_time_and_ends_a_stuck_one_at_the_timeout() -> 
 
 
 def test_hero_never_overlaps_drains_on_a_busy_fleet() -> None:
-    from gke_tpu_priority.hotswap.sim.params import Failures
+    from sim.params import Failures
 
     policy = HeroPolicy()
     scenario = two_classes(
@@ -114,7 +114,7 @@ def test_hero_never_overlaps_drains_on_a_busy_fleet() -> None:
 
 
 def _high_badput_chip_s(summary: dict[str, Any], scenario: Scenario) -> float:
-    from gke_tpu_priority.hotswap.sim.bench import high_demand_chip_s
+    from sim.bench import high_demand_chip_s
 
     return high_demand_chip_s(scenario) - summary["high_useful_chip_s"]
 
@@ -167,7 +167,7 @@ def test_a_kueue_requeue_during_a_restart_creates_no_pod_before_the_old_attempts
 
 
 def test_hindsight_evicts_a_low_leader_that_co_binds_with_its_rescued_jobset() -> None:
-    """Regression (issue 19, multi_disruption): a slice nobody fenced comes back from a short repair while a
+    """Regression (multi_disruption): a slice nobody fenced comes back from a short repair while a
     rescued high JobSet's leaders and a low JobSet's leader are both pending (here the queued low JobSet Kueue
     admitted on the victim's quota). Leader anti-affinity is scoped to one priority, so both leaders bind there
     in one cycle and neither JobSet can fill the slice; without help both wait for waitForPodsReady (15 min).
@@ -194,9 +194,9 @@ def test_hindsight_evicts_a_low_leader_that_co_binds_with_its_rescued_jobset() -
 
 
 def test_hindsight_bounds_every_policy_in_multi_disruption_with_fine_checkpoints() -> None:
-    """Issue 19: in storms of 8 slice failures hindsight was not a bound (two 982 s stalls per seed, fixed above).
-    With 1 min checkpoints, so that the checkpoint grid cannot swap the order (docs/benchmarks.md), it is."""
-    from gke_tpu_priority.hotswap.sim.scenarios import multi_disruption
+    """In storms of 8 slice failures hindsight bounds every policy once checkpoints come every minute, so that
+    the checkpoint grid cannot swap the order (docs/benchmarks.md)."""
+    from sim.scenarios import multi_disruption
 
     base = multi_disruption(seed=20260902, scale=0.1)
     scenario = base.model_copy(update={"timing": base.timing.model_copy(update={"checkpoint_interval_s": 60.0})})

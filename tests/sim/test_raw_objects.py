@@ -6,9 +6,9 @@ import json
 from datetime import timedelta
 
 from gke_tpu_priority.hotswap.kube.snapshot import SnapshotBuilder
-from gke_tpu_priority.hotswap.sim.raw import pages, raw_objects
-from gke_tpu_priority.hotswap.sim.scaling import fleet_snapshot
-from gke_tpu_priority.hotswap.sim.snapshot import at
+from sim.raw import pages, raw_objects
+from sim.scaling import fleet_snapshot
+from sim.snapshot import at
 
 
 def test_raw_objects_round_trip_to_the_simulated_snapshot() -> None:

@@ -4,11 +4,11 @@ failures, never for a repair that ends before the JobSet could restart elsewhere
 
 from __future__ import annotations
 
-from gke_tpu_priority.hotswap.sim.params import FailureKind
-from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-from gke_tpu_priority.hotswap.sim.policies.repair_signal import MAX_DELAY_S, RECENT_REPAIR_S, RepairSignalReconciler
-from gke_tpu_priority.hotswap.sim.runner import POLICIES, WHAT_IF
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from sim.params import FailureKind
+from sim.policies.reconciler import ReconcilerPolicy
+from sim.policies.repair_signal import MAX_DELAY_S, RECENT_REPAIR_S, RepairSignalReconciler
+from sim.runner import POLICIES, WHAT_IF
+from sim.simulator import Simulator
 from tests.sim.builders import small
 
 

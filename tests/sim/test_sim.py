@@ -9,14 +9,14 @@ import pytest
 from gke_tpu_priority.components.config.kueue import KueueSettings, duration_seconds
 from gke_tpu_priority.hotswap.config import HotswapConfig
 from gke_tpu_priority.hotswap.planner.actions import EventReason, RecordOp
-from gke_tpu_priority.hotswap.sim import kubescheduler
-from gke_tpu_priority.hotswap.sim.bench import restart_floor_s
-from gke_tpu_priority.hotswap.sim.engine import EventLoop
-from gke_tpu_priority.hotswap.sim.params import HOUR, FailureKind, Failures, JobClass, Scenario, Timing
-from gke_tpu_priority.hotswap.sim.policies.reconciler import ReconcilerPolicy
-from gke_tpu_priority.hotswap.sim.runner import POLICIES, run_one
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
-from gke_tpu_priority.hotswap.sim.state import Job, JobState, Pod, PodPhase, Slice
+from sim import kubescheduler
+from sim.bench import restart_floor_s
+from sim.engine import EventLoop
+from sim.params import HOUR, FailureKind, Failures, JobClass, Scenario, Timing
+from sim.policies.reconciler import ReconcilerPolicy
+from sim.runner import POLICIES, run_one
+from sim.simulator import Simulator
+from sim.state import Job, JobState, Pod, PodPhase, Slice
 from tests.sim.builders import NEVER, small, two_classes
 
 
@@ -140,7 +140,7 @@ def test_transients_healing_before_the_restart_are_reported_apart_not_hidden() -
 
 
 def test_pooled_figures_sum_counts_and_take_percentiles_over_all_seeds() -> None:
-    from gke_tpu_priority.hotswap.sim.metrics import pool
+    from sim.metrics import pool
 
     runs = [run_one(_small(seed=s, horizon_h=100.0), "none").summary for s in (1, 2)]
     pooled = pool(runs)
@@ -302,8 +302,8 @@ def _deep_queue() -> Scenario:
 
 
 def test_admission_fence_holds_per_operation_are_bounded_in_a_deep_queue() -> None:
-    """Issue 11.6: unbounded, the fence held 15-16 never-started JobSets per operation here, one after another
-    as each hold freed the quota for the next. Bounded at fenceHoldsPerSlice (2) per reserved slice (an op of
+    """Unbounded, the fence would hold 15-16 never-started JobSets per operation here, one after
+    another as each hold freed the quota for the next. Bounded at fenceHoldsPerSlice (2) per reserved slice (an op of
     the 2-slice JobSet reserves 2, or 3 after a top-up replaced a lost slice), and nobody is lost."""
     policy = ReconcilerPolicy(HotswapConfig())
     policy.keep_plans = True

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gke_tpu_priority.hotswap.sim.bench import no_drain_floor_s, restart_floor_s
-from gke_tpu_priority.hotswap.sim.params import Failures, Fleet, Scenario
-from gke_tpu_priority.hotswap.sim.runner import run_one
-from gke_tpu_priority.hotswap.sim.scenarios import SPARE_SLICES, spare_capacity
+from sim.bench import no_drain_floor_s, restart_floor_s
+from sim.params import Failures, Fleet, Scenario
+from sim.runner import run_one
+from sim.scenarios import SPARE_SLICES, spare_capacity
 
 
 def _fast(fleet_slices: int | None = None) -> Scenario:

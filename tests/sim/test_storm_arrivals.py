@@ -1,4 +1,4 @@
-"""Storm arrivals (issue 37): storms come as a Poisson process by default, not on a clock.
+"""Storm arrivals: storms come as a Poisson process by default, not on a clock.
 
 With storms exactly every 24 h and checkpoints every 30 min from each restart, the next storm struck every JobSet
 restarted by the previous one at the same phase of its checkpoint cycle: just before its next checkpoint when it
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import statistics
 
-from gke_tpu_priority.hotswap.sim.params import HOUR, Failures, StormArrivals
-from gke_tpu_priority.hotswap.sim.runner import POLICIES
-from gke_tpu_priority.hotswap.sim.scenarios import multi_disruption, standard_scenarios
-from gke_tpu_priority.hotswap.sim.simulator import Simulator
+from sim.params import HOUR, Failures, StormArrivals
+from sim.runner import POLICIES
+from sim.scenarios import multi_disruption, standard_scenarios
+from sim.simulator import Simulator
 from tests.sim.builders import two_classes
 
 CHECKPOINT_S = 30 * 60.0

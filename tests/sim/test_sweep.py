@@ -1,4 +1,4 @@
-"""`python -m gke_tpu_priority.hotswap.sim sweep`: grid expansion, parameter validation, determinism across workers,
+"""`python -m sim sweep`: grid expansion, parameter validation, determinism across workers,
 the table."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gke_tpu_priority.hotswap.sim.__main__ import main
-from gke_tpu_priority.hotswap.sim.params import Scenario
-from gke_tpu_priority.hotswap.sim.runner import POLICIES
-from gke_tpu_priority.hotswap.sim.sweep import (
+from sim.__main__ import main
+from sim.params import Scenario
+from sim.runner import POLICIES
+from sim.sweep import (
     SweepError,
     expand_grid,
     parse_param,

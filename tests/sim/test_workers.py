@@ -1,4 +1,4 @@
-"""Stopping the simulator's parent stops its workers (issue 38, item 8), whatever signal stops it."""
+"""Stopping the simulator's parent stops its workers, whatever signal stops it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 # A parent that starts two workers on tasks that would run for a minute, prints their pids, and waits.
 PARENT = """
 import os, sys, time
-from gke_tpu_priority.hotswap.sim.workers import worker_pool
+from sim.workers import worker_pool
 
 def pid_then_sleep(_):
     time.sleep(60)
@@ -67,8 +67,8 @@ def test_workers_exit_when_the_parent_is_stopped(sig: signal.Signals) -> None:
 def test_bench_and_fleet_run_their_workers_in_that_pool() -> None:
     import inspect
 
-    from gke_tpu_priority.hotswap.sim import bench, fleet
+    from sim import bench, fleet_bench
 
-    for module in (bench, fleet):
+    for module in (bench, fleet_bench):
         source = inspect.getsource(module)
         assert "worker_pool(" in source and "ProcessPoolExecutor(" not in source, module.__name__

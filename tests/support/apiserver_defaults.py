@@ -1,6 +1,8 @@
 """The object a ValidatingAdmissionPolicy sees: what the API server and the mutating admission in front of it
 make of what a user submitted, for the kinds the TPU policies check.
 
+Why it stays beside `make e2e`: the offline admission table needs the object as the server sees it.
+
 The server validates after defaulting and after every mutating webhook, so a verdict computed on the submitted
 object can differ from the real one. Restated, each from the function it mirrors:
 

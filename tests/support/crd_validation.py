@@ -1,5 +1,8 @@
 """Validate custom resources offline against their CRDs, the way kube-apiserver does on create.
 
+Why it stays beside `make e2e`: it gives server-side apply's verdict on the pinned CRDs in seconds, without Go,
+and the policy and config tests run it on thousands of generated objects e2e never submits.
+
 The API server, for a structural CRD schema, (1) drops fields the schema does not declare ("pruning"),
 (2) drops nulls of non-nullable fields, (3) applies schema defaults, (4) validates the OpenAPI schema,
 list-type invariants and ObjectMeta, and (5) evaluates every ``x-kubernetes-validations`` CEL rule on the

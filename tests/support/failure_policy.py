@@ -1,5 +1,8 @@
 """What the Job controller and the JobSet controller do with a failed pod: restated for tests.
 
+Why it stays beside `make e2e`: the actuator's tests run on the fake API server, where no Job or JobSet controller
+runs; e2e/test_hotswap.py checks the real controllers restart a disrupted JobSet outside its `maxRestarts`.
+
 Sources (read, not vendored):
 
 * Kubernetes `pkg/controller/job/pod_failure_policy.go` (`matchPodFailurePolicy`, `matchOnPodConditions`): rules

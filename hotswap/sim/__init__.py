@@ -1,1 +1,0 @@
-"""Discrete-event simulator of a TPU v6e fleet under three hotswap policies (issue 5)."""

@@ -159,6 +159,32 @@ def served_locally(obj: JsonObj) -> bool:
     return not str(obj.get("apiVersion", "")).startswith(GKE_ONLY_GROUPS)
 
 
+# ---- the repair of deleted hosts ---------------------------------------------------------------------------------
+
+REPAIR_AFTER_SECONDS = 90.0
+"""GKE replaces a deleted or failed TPU host in minutes (up to about ten); the playground re-creates a deleted fake
+host after this long. It is past the 40 s kube-controller-manager's pod garbage collector waits before it fails the
+pods of a deleted node: a node back sooner would find them still bound to it."""
+
+
+def due_repairs(
+    expected: Sequence[str], present: set[str], missing_since: dict[str, float], now: float, after: float
+) -> list[str]:
+    """The fake hosts to create again now; `missing_since` (updated in place) remembers when each went missing."""
+    for name in list(missing_since):
+        if name in present:
+            del missing_since[name]
+    due = []
+    for name in expected:
+        if name in present:
+            continue
+        since = missing_since.setdefault(name, now)
+        if now - since >= after:
+            due.append(name)
+            del missing_since[name]
+    return due
+
+
 # ---- what it prints --------------------------------------------------------------------------------------------
 
 
@@ -183,6 +209,7 @@ class Ready:
     """namespace/name of each LocalQueue."""
     tiers: tuple[str, ...]
     logs: Path
+    repair_after: float = REPAIR_AFTER_SECONDS
 
 
 def ready_message(ready: Ready) -> str:
@@ -198,6 +225,7 @@ def ready_message(ready: Ready) -> str:
             "",
             f"playground: LocalQueues {queues}; priority tiers {', '.join(ready.tiers)}",
             f"playground: logs of every process in {ready.logs}",
+            f"playground: a deleted TPU node is created again {ready.repair_after:.0f} s later, as GKE repairs a host",
             "playground: Ctrl-C stops every process this command started",
         )
     )

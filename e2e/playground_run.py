@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,11 +29,13 @@ from e2e.apply import apply_all
 from e2e.charts import chart_objects
 from e2e.cluster import LocalCluster
 from e2e.controllers import SERVING_CERTS, DirectoryLock
-from e2e.kubectl import Kubectl
+from e2e.kubectl import Kubectl, KubectlError
 from e2e.playground import (
+    REPAIR_AFTER_SECONDS,
     FakePool,
     PlaygroundError,
     Ready,
+    due_repairs,
     fake_pools,
     fleet_summary,
     ready_message,
@@ -154,6 +157,15 @@ class Playground:
                 if isinstance(backer, ReconcilerBacker):
                     found += [process for process, _ in backer.processes.values()]
         return found
+
+    def repair_deleted_nodes(self, missing_since: dict[str, float], after: float, out: TextIO) -> None:
+        """Create again the fake TPU hosts deleted at least `after` seconds ago."""
+        nodes = {n["metadata"]["name"]: n for n in tpu_node_objects(self.pools)}
+        present = {n["metadata"]["name"] for n in self.kubectl().json("get", "nodes")["items"]}
+        for name in due_repairs(list(nodes), present, missing_since, time.monotonic(), after):
+            done = self.kubectl().run("create", "-f", "-", stdin=json.dumps(nodes[name]), check=False)
+            said = "created again" if done.returncode == 0 else f"not created again: {done.stderr.strip()}"
+            print(f"playground: node {name} {said} ({after:.0f} s after it was deleted)", file=out, flush=True)
 
     def dead_core_process(self) -> Process | None:
         """A control-plane process that exited (the managers and the reconciler are restarted by their backers)."""
@@ -316,21 +328,23 @@ def run(
     out: TextIO = sys.stdout,
 ) -> int:
     """Start the playground, print how to use it, run until Ctrl-C/SIGTERM (or `until` holds), stop it all."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupted)
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     started = time.monotonic()
     playground = Playground(stack, platform, directory)
     code = 0
     try:
         playground.start(Progress(STEPS, out))
         print(ready_message(playground.ready(time.monotonic() - started)), file=out, flush=True)
+        missing_since: dict[str, float] = {}
         while until is None or not until(playground):
             dead = playground.dead_core_process()
             if dead is not None:
                 print(f"playground: {dead.name} exited; its log ends:\n{dead.tail()}", file=out, flush=True)
                 code = 1
                 break
-            time.sleep(1)
+            with contextlib.suppress(KubectlError, OSError, subprocess.TimeoutExpired):
+                playground.repair_deleted_nodes(missing_since, REPAIR_AFTER_SECONDS, out)
+            time.sleep(2)
     except (KeyboardInterrupt, Interrupted):
         pass
     except Exception as error:  # every failure ends the same way: what went wrong, where the logs are, clean-up
@@ -343,4 +357,6 @@ def run(
             stopping = time.monotonic()
             playground.stop()
             print(f"playground: stopped in {time.monotonic() - stopping:.1f} s", file=out, flush=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return code

@@ -3,11 +3,14 @@ deleted hosts, what it prints, and how `make cluster` / `python -m e2e.cluster` 
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e import cluster, playground
 from e2e.playground import (
@@ -28,6 +31,9 @@ from e2e.playground import (
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.config.platform import PlatformConfig
 from gke_tpu_priority.components.tpu_shapes import NODEPOOL_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
+from gke_tpu_priority.components.workloads import __main__ as jobset_cli
+from tests.conftest import stack_run
+from tools.manifests import kubernetes_objects
 from tools.mock_runtime import PROJECT_ROOT, load_stack_config
 
 JsonObj = dict[str, Any]
@@ -210,3 +216,39 @@ def test_the_ready_message_says_how_to_reach_the_cluster() -> None:
 def test_a_single_host_pool_counts_one_slice_per_host() -> None:
     shape = fake_pools(_config("dev"))[0].shape
     assert FakePool("p", "p", shape, 3).slices == 3
+
+
+# ---- the walkthrough ---------------------------------------------------------------------------------------------
+
+WALKTHROUGH = PROJECT_ROOT / "docs" / "playground.md"
+
+
+def test_the_walkthrough_s_links_resolve() -> None:
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", WALKTHROUGH.read_text()):
+        assert (WALKTHROUGH.parent / target).exists(), target
+
+
+def test_the_walkthrough_names_the_stacks_the_playground_runs() -> None:
+    text = WALKTHROUGH.read_text()
+    assert ", ".join(f"`{s}`" for s in playground_stacks(CONFIGS)) in text
+
+
+def test_the_walkthrough_s_jobsets_go_to_a_queue_and_tiers_the_dev_stack_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every `gke-tpu-jobset ... | kubectl apply -f -` of the page builds a JobSet for the dev stack's LocalQueue and
+    one of its tiers, on a topology its pools have."""
+    config = _config("dev")
+    commands = re.findall(r"gke-tpu-jobset ((?:[^|\\]|\\\n)+)\|\s*kubectl apply -f -", WALKTHROUGH.read_text())
+    assert len(commands) == 2
+    objects = kubernetes_objects(stack_run("dev").resources)
+    queues = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "LocalQueue"}
+    assert queues
+    for command in commands:
+        assert jobset_cli.main(shlex.split(command.replace("\\\n", " "))) == 0
+        jobset = yaml.safe_load(capsys.readouterr().out)
+        labels = jobset["metadata"]["labels"]
+        assert (jobset["metadata"]["namespace"], labels["kueue.x-k8s.io/queue-name"]) in queues
+        assert labels["kueue.x-k8s.io/priority-class"] in {t.name for t in config.priorities}
+        selector = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"]
+        assert selector[TOPOLOGY_LABEL] in {p.shape.topology for p in fake_pools(config)}

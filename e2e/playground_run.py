@@ -81,8 +81,9 @@ class Progress:
         started = time.monotonic()
         try:
             yield self
-        except BaseException:
-            self.out.write(f" failed after {time.monotonic() - started:.1f} s\n")
+        except BaseException as error:
+            ended = "interrupted" if isinstance(error, KeyboardInterrupt | Interrupted) else "failed"
+            self.out.write(f" {ended} after {time.monotonic() - started:.1f} s\n")
             self.out.flush()
             raise
         self.out.write(step_done(time.monotonic() - started, self.detail) + "\n")
@@ -330,9 +331,10 @@ def run(
     """Start the playground, print how to use it, run until Ctrl-C/SIGTERM (or `until` holds), stop it all."""
     previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     started = time.monotonic()
-    playground = Playground(stack, platform, directory)
+    playground: Playground | None = None
     code = 0
     try:
+        playground = Playground(stack, platform, directory)
         playground.start(Progress(STEPS, out))
         print(ready_message(playground.ready(time.monotonic() - started)), file=out, flush=True)
         missing_since: dict[str, float] = {}
@@ -349,14 +351,16 @@ def run(
         pass
     except Exception as error:  # every failure ends the same way: what went wrong, where the logs are, clean-up
         print(f"playground: {error}", file=out)
-        print(f"playground: logs of every process in {playground.cluster.directory / 'logs'}", file=out, flush=True)
+        if playground is not None:
+            print(f"playground: logs of every process in {playground.cluster.directory / 'logs'}", file=out)
         code = 1
     finally:
         with _signals_ignored():
-            print("playground: stopping every process it started ...", file=out, flush=True)
-            stopping = time.monotonic()
-            playground.stop()
-            print(f"playground: stopped in {time.monotonic() - stopping:.1f} s", file=out, flush=True)
+            if playground is not None:
+                print("playground: stopping every process it started ...", file=out, flush=True)
+                stopping = time.monotonic()
+                playground.stop()
+                print(f"playground: stopped in {time.monotonic() - stopping:.1f} s", file=out, flush=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code

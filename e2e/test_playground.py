@@ -16,7 +16,7 @@ from typing import Any
 from e2e import report
 from e2e.conftest import BUILD_DIR
 from e2e.playground import choose_stack, stack_names
-from e2e.playground_run import Playground, run
+from e2e.playground_run import LOCK_TIMEOUT, Playground, run
 from tools.mock_runtime import PROJECT_ROOT, load_stack_config
 
 JsonObj = dict[str, Any]
@@ -119,7 +119,8 @@ def test_sigterm_while_starting_stops_what_was_started() -> None:
             stdout=sink, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 240
+        # Past the control plane and into the charts; another local cluster may hold JobSet's directory first.
+        deadline = time.monotonic() + LOCK_TIMEOUT + 240
         while "[6/9]" not in log.read_text() and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.5)
         assert "[6/9]" in log.read_text(), log.read_text()

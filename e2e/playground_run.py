@@ -178,12 +178,13 @@ class Playground:
 
     def _start_nodes(self) -> None:
         cluster = self.cluster
+        # Stopped in this order: the reconciler's releases on SIGTERM pass Kueue's webhook, so Kueue outlives it.
         backers: list[Any] = [
-            ManagerBacker(cluster, "jobset", "jobset-manager", self.config.jobset.namespace),
+            ReconcilerBacker(cluster, self._reconciler_namespace()),
             ManagerBacker(
                 cluster, "kueue", "kueue-manager", self.config.kueue.namespace, cluster.directory / "kueue-certs"
             ),
-            ReconcilerBacker(cluster, self._reconciler_namespace()),
+            ManagerBacker(cluster, "jobset", "jobset-manager", self.config.jobset.namespace),
         ]
         self.node = ProcessBackedNode(cluster, backers, name="system-0", labels=system_node_labels(self.config))
         self.node.start()

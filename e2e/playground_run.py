@@ -139,7 +139,7 @@ class Playground:
             step.detail = f"leader {self._wait_leader(namespace)}"
 
     def stop(self) -> None:
-        # The reconciler first, while the API server still answers: on SIGTERM it releases the victims it holds.
+        # The reconciler first, while the API server answers: on SIGTERM it finishes its write and gives up its Lease.
         if self.node is not None:
             self.node.stop()
             self.node = None
@@ -178,7 +178,7 @@ class Playground:
 
     def _start_nodes(self) -> None:
         cluster = self.cluster
-        # Stopped in this order: the reconciler's releases on SIGTERM pass Kueue's webhook, so Kueue outlives it.
+        # Stopped in this order: a Workload write the reconciler finishes on SIGTERM passes Kueue's webhook.
         backers: list[Any] = [
             ReconcilerBacker(cluster, self._reconciler_namespace()),
             ManagerBacker(

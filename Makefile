@@ -11,7 +11,8 @@ help:
 	@echo "make preview [STACK=dev]  offline preview of a stack under Pulumi mocks (writes build/<stack>/)"
 	@echo "make upstream             fetch the pinned Kueue/JobSet reference data the tests read (upstream.lock.json)"
 	@echo "make test                 lint, type-check and the offline test suite (fetches the reference data on first use)"
-	@echo "make cluster              a local control plane from upstream sources on 127.0.0.1, until Ctrl-C"
+	@echo "make cluster [STACK=dev]  the platform on fake TPU v6e nodes on 127.0.0.1, until Ctrl-C (docs/playground.md)"
+	@echo "make cluster STACK=       a bare local control plane (Kubernetes only) from upstream sources"
 	@echo "make e2e                  build (or reuse) it and run the suite against the real servers (build/e2e/report.json)"
 	@echo "make bench                hotswap simulator and planner scaling benchmark (writes build/bench/)"
 	@echo "make clean                remove build output and the virtualenv"
@@ -66,8 +67,9 @@ clean:
 e2e-tools: venv
 	$(BIN)/python -m e2e.toolchain build --record build/e2e/builds.json
 
-cluster: e2e-tools
-	$(BIN)/python -m e2e.cluster
+# STACK= (empty) gives the bare control plane; the playground builds only the six tools it runs, not the Pulumi engine.
+cluster: venv
+	$(BIN)/python -m e2e.cluster $(if $(STACK),--stack $(STACK))
 
 # The real `pulumi up` runs the package in a virtualenv of its own: pulumi-kubernetes pinned to the provider release
 # e2e-tools builds (the package itself accepts any 4.x from 4.25).

@@ -2,6 +2,7 @@
 kube-controller-manager, kube-scheduler, and kwok playing the kubelets of fake TPU v6e nodes.
 
     python -m e2e.cluster [--dir build/e2e/cluster]   start it, print how to reach it, stop it all on Ctrl-C
+    python -m e2e.cluster --stack dev                 the same with a stack's platform on it (e2e/playground_run.py)
 
 Every port is picked free at start, so two clusters can run side by side. The API server is configured like a
 GKE control plane of the same release where it matters to the package: RBAC and Node authorization,
@@ -370,8 +371,16 @@ def running(directory: Path, with_nodes: bool = True) -> Iterator[LocalCluster]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=Path("build/e2e/cluster"), help="where the cluster's files go")
+    parser.add_argument("--dir", type=Path, default=None, help="where the cluster's files go")
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="bring up this stack's platform (Kueue, JobSet, its objects, the hotswap reconciler) on fake TPU v6e "
+        "nodes; without it, a bare control plane",
+    )
     args = parser.parse_args(argv)
+    if args.stack:
+        return _playground(args.stack, args.dir)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -381,13 +390,27 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     print("e2e: building or reusing the control plane binaries", file=sys.stderr, flush=True)
     toolchain.main(["build", "etcd", "kube", "kwok"])
-    with running(args.dir) as cluster:
+    with running(args.dir or Path("build/e2e/cluster")) as cluster:
         print(f"e2e: cluster up at {cluster.server}; start-up seconds {cluster.started_seconds}")
         print(f"e2e: export KUBECONFIG={cluster.kubeconfig}")
         print("e2e: Ctrl-C stops every process this command started", flush=True)
         stop.wait()
     print("e2e: stopped", file=sys.stderr)
     return 0
+
+
+def _playground(stack: str, directory: Path | None) -> int:
+    # Imported here: the playground builds on this module (LocalCluster), and the bare cluster needs none of it.
+    from e2e import playground, playground_run
+    from tools.mock_runtime import PROJECT_ROOT, load_stack_config
+
+    configs = {name: load_stack_config(name) for name in playground.stack_names(PROJECT_ROOT)}
+    try:
+        platform = playground.choose_stack(stack, configs)
+    except playground.PlaygroundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return playground_run.run(stack, platform, directory or Path("build/playground") / stack)
 
 
 if __name__ == "__main__":

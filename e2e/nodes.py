@@ -33,13 +33,14 @@ JsonObj = dict[str, Any]
 
 @dataclass(frozen=True)
 class SliceSpec:
-    """One TPU slice: a node pool of `shape.vms` hosts."""
+    """One TPU node pool: a multi-host slice of `shape.vms` hosts, or `hosts` single-host slices."""
 
     pool: str
     shape: SliceShape
+    hosts: int | None = None
 
     def node_names(self) -> list[str]:
-        return [f"{self.pool}-{host}" for host in range(self.shape.vms)]
+        return [f"{self.pool}-{host}" for host in range(self.hosts or self.shape.vms)]
 
 
 def shape(topology: str, machine_type: str | None = None) -> SliceShape:

@@ -198,7 +198,10 @@ class ReconcilerBacker:
         if name not in self.processes:
             self.processes[name] = self._launch(pod)
         process, health = self.processes[name]
-        return process.running and http_ok(health, "/healthz")
+        try:
+            return process.running and http_ok(health, "/healthz")
+        except OSError:
+            return False  # not listening yet
 
     def gone(self, pod: JsonObj, remaining: list[JsonObj]) -> None:
         entry = self.processes.pop(pod["metadata"]["name"], None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,19 @@ def test_summary_counts_every_peer_once_per_measure() -> None:
         for cell in line.split(" | ")[3:5]:
             counts = [int(part.split()[0]) for part in cell.strip(" |").split(", ")]
             assert sum(counts) == peers, (name, cell)
+
+
+@pytest.mark.parametrize(
+    "doc", ["docs/benchmarks.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs/design").glob("*.md"))]
+)
+def test_benchmark_and_design_links_resolve(doc: str) -> None:
+    path = ROOT / doc
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text()):
+        assert (path.parent / target).exists(), f"{doc}: broken link {target}"
+
+
+def test_every_design_record_is_listed_in_the_index() -> None:
+    index = (ROOT / "docs/design/README.md").read_text()
+    for record in (ROOT / "docs/design").glob("*.md"):
+        if record.name != "README.md":
+            assert f"]({record.name})" in index, record.name

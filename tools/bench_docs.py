@@ -382,6 +382,12 @@ def gaps_block(results: Mapping[str, Any]) -> str:
             f"- **The 4,096-slice pass**: p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms (CPU "
             f"{row.get('cpu_p99_ms', math.nan):.1f} ms) against the 100 ms p99 target: {verdict}."
         )
+    mine = [b["policies"]["reconciler"] for b in scenarios.values()]
+    lost, partial = sum(int(p["lost_victims"]) for p in mine), sum(int(p["partial_preemptions"]) for p in mine)
+    lines.append(
+        f"- **What is never lost**: over every scenario and seed the reconciler lost {lost} victims and preempted "
+        f"{partial} slices in part."
+    )
     behind = _behind_cells(results)
     lines.append(
         "- **Paired cells behind a peer** (weighted badput, high badput, victims' loss): "

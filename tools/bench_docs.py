@@ -269,11 +269,19 @@ def run_block(results: Mapping[str, Any]) -> str:
     loads = "/".join(f"{x:g}" for x in run.get("load_average_start", [])[:1] + run.get("load_average_end", [])[:1])
     met, total = _targets_met(results)
     return (
-        f"One `make bench`, {run['date']}: scale {run['scale']:g}, {seeds} seeds per scenario ({seeds * 3} where "
+        f"{_which_run(run)}, {run['date']}: {seeds} seeds per scenario ({seeds * 3} where "
         f"failures strike slices), {_workers(run)}, {run['wall_s'] / 60:.0f} min wall, the machine "
         f"{run['machine']} ({run['note']}; load average {loads} at start / end). {met} of {total} targets met. The "
         f"commit it ran is in [docs/results/bench.json](results/bench.json)."
     )
+
+
+def _which_run(run: Mapping[str, Any]) -> str:
+    """`make bench`, or the bench at a shortened horizon: a reduced run says so wherever its figures appear."""
+    scale = float(run["scale"])
+    if scale == 1:
+        return "One `make bench`"
+    return f"One bench run with every horizon at {scale:g} of `make bench`'s (`bench --scale {scale:g}`)"
 
 
 def _workers(run: Mapping[str, Any]) -> str:
@@ -320,7 +328,7 @@ def summary_block(results: Mapping[str, Any]) -> str:
     )
     run = results["run"]
     source = (
-        f"One `make bench`, {run['date']}, scale {run['scale']:g}, {_workers(run)}, the machine {run['machine']} "
+        f"{_which_run(run)}, {run['date']}, {_workers(run)}, the machine {run['machine']} "
         "([docs/results/bench.json](docs/results/bench.json)); no JobSet publishes a checkpoint."
     )
     return _table(head, rows) + "\n\n" + source

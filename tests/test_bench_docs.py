@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from e2e.hotswap_scenario import markdown_table
-from gke_tpu_priority.hotswap.sim.bench import targets as bench_targets
+from sim.bench import targets as bench_targets
 from tools import bench_docs
 from tools.bench_docs import (
     E2E_RESULTS,

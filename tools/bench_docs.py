@@ -9,7 +9,7 @@
 metadata, and writes docs/results/bench.json; it refuses to write a file that would not render the same tables and
 targets as the full JSON. `extract-e2e` does the same for `make e2e`'s report.json (docs/results/e2e.json).
 `render` fills every block between `<!-- bench:NAME:begin -->` and `<!-- bench:NAME:end -->` from those two files,
-with the table code `python -m gke_tpu_priority.hotswap.sim report` and `make bench` use, so a figure in a
+with the table code `python -m sim report` and `make bench` use, so a figure in a
 generated block is never typed by hand, and the targets' met / not met is what `make bench` prints.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from e2e.hotswap_scenario import markdown_table as e2e_markdown_table
-from gke_tpu_priority.hotswap.sim import report as tables
-from gke_tpu_priority.hotswap.sim.bench import fmt, restart_floor_s
-from gke_tpu_priority.hotswap.sim.bench import targets as bench_targets
+from sim import report as tables
+from sim.bench import fmt, restart_floor_s
+from sim.bench import targets as bench_targets
 
 JsonObj = dict[str, Any]
 

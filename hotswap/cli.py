@@ -101,12 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"kubectl-hotswap {package_version()}")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="reconciler configuration file (YAML or JSON)")
     common.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use instead of the in-cluster account")
     common.add_argument("--context", help="kubeconfig context (default: the current context)")
     common.add_argument("--log-level", default=os.environ.get("HOTSWAP_LOG_LEVEL", "INFO"), help="default: INFO")
-    writes = argparse.ArgumentParser(add_help=False)
+    writes = _Parser(add_help=False)
     writes.add_argument(
         "--dry-run",
         action="store_true",

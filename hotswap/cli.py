@@ -22,9 +22,8 @@ from gke_tpu_priority.hotswap.cli_errors import explain
 from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, load_config
 from gke_tpu_priority.hotswap.logs import setup_logging
 
-# The Kubernetes client, aiohttp and prometheus_client come with the `hotswap` extra, so every module that needs
-# them is imported inside the command that uses it: `hotswap --help` works on any install, and a missing extra is
-# reported in one sentence by `hotswap.cli_errors`.
+# The Kubernetes client, aiohttp and prometheus_client are imported inside the command that uses them: `--help`
+# works on any install, and a missing dependency is reported in one sentence by `hotswap.cli_errors`.
 
 log = logging.getLogger("hotswap")
 
@@ -47,7 +46,7 @@ configuration: --config FILE (YAML or JSON) or $HOTSWAP_CONFIG, overridden by HO
 cluster credentials: --kubeconfig FILE; else, inside a pod (and without --context), its service account; else
 $KUBECONFIG; else ~/.kube/config. --context picks a context of that kubeconfig.
 
-commands talking to the cluster need the `hotswap` extra: pip install 'gke-tpu-priority[hotswap]'.
+install on a workstation: pip install gke-tpu-priority-hotswap (the operator tool alone, without Pulumi).
 
 --dry-run: run, release-all and mark-checkpoint send no writes with it; status only reads, so it refuses the flag.
 

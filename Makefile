@@ -16,13 +16,10 @@ help:
 	@echo "make bench                hotswap simulator and planner scaling benchmark (writes build/bench/)"
 	@echo "make clean                remove build output and the virtualenv"
 
-# Two distributions from one checkout: gke-tpu-priority-hotswap (hotswap/) and gke-tpu-priority, which needs it.
-$(BIN)/.installed: pyproject.toml hotswap/pyproject.toml
+$(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ./hotswap -e '.[dev]'
-	@# A virtualenv made when one distribution held both loses kubectl-hotswap as the old install is removed.
-	@test -x $(BIN)/kubectl-hotswap || $(BIN)/pip install --quiet --no-deps --force-reinstall -e ./hotswap
+	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
 venv: $(BIN)/.installed

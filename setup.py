@@ -2,18 +2,16 @@
 
 The repository keeps `components/`, `hotswap/` and `policies/` at its root (the Pulumi program, the policy pack and
 the component plugin are defined there); installed, they are `gke_tpu_priority.components`, `.hotswap` and
-`.policies`, so a user's own `components` package never shadows ours. `gke_tpu_priority.hotswap` is a distribution
-of its own (hotswap/pyproject.toml: the operator tool without the infrastructure stack), which this one depends on.
-Everything else is in pyproject.toml.
+`.policies`, so a user's own `components` package never shadows ours. Everything else is in pyproject.toml.
 """
 
 from setuptools import find_packages, setup
 
-ROOTS = ("components", "policies")
+ROOTS = ("components", "hotswap", "policies")
 NAMESPACE = "gke_tpu_priority"
 
 setup(
     package_dir={f"{NAMESPACE}.{root}": root for root in ROOTS},
     packages=[f"{NAMESPACE}.{package}" for package in find_packages(include=[f"{root}*" for root in ROOTS])],
-    package_data={f"{NAMESPACE}.components": ["py.typed"]},
+    package_data={f"{NAMESPACE}.components": ["py.typed"], f"{NAMESPACE}.hotswap": ["py.typed"]},
 )

@@ -22,8 +22,9 @@ from gke_tpu_priority.hotswap.cli_errors import explain
 from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, load_config
 from gke_tpu_priority.hotswap.logs import setup_logging
 
-# The Kubernetes client, aiohttp and prometheus_client are imported inside the command that uses them: `--help`
-# works on any install, and a missing dependency is reported in one sentence by `hotswap.cli_errors`.
+# The Kubernetes client, aiohttp and prometheus_client come with the `hotswap` extra, so every module that needs
+# them is imported inside the command that uses it: `hotswap --help` works on any install, and a missing extra is
+# reported in one sentence by `hotswap.cli_errors`.
 
 log = logging.getLogger("hotswap")
 
@@ -46,7 +47,8 @@ configuration: --config FILE (YAML or JSON) or $HOTSWAP_CONFIG, overridden by HO
 cluster credentials: --kubeconfig FILE; else, inside a pod (and without --context), its service account; else
 $KUBECONFIG; else ~/.kube/config. --context picks a context of that kubeconfig.
 
-install on a workstation: pip install gke-tpu-priority-hotswap (the operator tool alone, without Pulumi).
+commands talking to the cluster need the `hotswap` extra: pip install 'gke-tpu-priority[hotswap]'; or install the
+operator tool alone, without Pulumi: the gke-tpu-priority-hotswap distribution (pip install ./hotswap in a checkout).
 
 --dry-run: run, release-all and mark-checkpoint send no writes with it; status only reads, so it refuses the flag.
 
@@ -65,14 +67,16 @@ USAGE = 2
 class _Parser(argparse.ArgumentParser):
     """Reports an unknown flag with the usage of the subcommand it was given to, not the top-level one."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}
+
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            SUBCOMMANDS.get(getattr(parsed, "command", ""), self).error(f"unrecognized arguments: {' '.join(extras)}")
+            where = self.subcommands.get(getattr(parsed, "command", ""), self)
+            where.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
-
-
-SUBCOMMANDS: dict[str, argparse.ArgumentParser] = {}
 
 
 class _RefuseDryRun(argparse.Action):
@@ -185,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-n", "--namespace", help=f"namespace (default: ${NAMESPACE_ENV}, else the pod's service account's)"
     )
     mark.add_argument("--at", type=_moment, help="checkpoint time, RFC 3339 (default: now), e.g. 2026-12-03T10:15:00Z")
-    SUBCOMMANDS.update({"run": run, "release-all": release, "status": status, "mark-checkpoint": mark})
+    parser.subcommands.update({"run": run, "release-all": release, "status": status, "mark-checkpoint": mark})
     return parser
 
 

@@ -2,8 +2,8 @@
 
 An operator runs `kubectl hotswap release-all` in the worst hour of an incident or an uninstall; a traceback there
 hides the one fact that matters (no credentials, wrong context, API unreachable, RBAC, Kueue not installed).
-The Kubernetes client libraries are imported only by the commands that talk to a cluster (`--help` works without
-them), so their exception types are matched without importing them.
+The Kubernetes client libraries are optional (the `hotswap` extra), so their exception types are matched
+without importing them.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from gke_tpu_priority.hotswap.kube.access import ClusterAccessError
 
-EXTRA_HINT = "pip install gke-tpu-priority-hotswap"
-# The reconciler's runtime dependencies (hotswap/pyproject.toml) that only cluster commands import.
+EXTRA_HINT = "pip install 'gke-tpu-priority[hotswap]'"
+# Modules only the `hotswap` extra installs.
 EXTRA_MODULES = frozenset({"kubernetes_asyncio", "aiohttp", "prometheus_client"})
 
 USAGE = 2
-"""Exit code when the command cannot start: a missing dependency, no credentials, a bad kubeconfig."""
+"""Exit code when the command cannot start: missing extra, no credentials, a bad kubeconfig."""
 FAILED = 1
 """Exit code when the command started but the cluster refused or could not be reached."""
 

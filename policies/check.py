@@ -31,6 +31,7 @@ from .ci_formats import Location, render_github, render_sarif, sarif_log
 from .inputs import InputError, documents, sources
 from .rules import ADMISSION_RULES, OBJECT_RULES, PICTURE_RULES
 from .rules.base import KubeObject, Rule, manifest_object
+from .selector import SelectorError, parse_selector
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_INVALID = 0, 1, 2
 T = TypeVar("T")
@@ -287,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
             "your workloads. Exit 0 clean (advisory violations alone too), 1 violations of a mandatory rule, "
             "2 usage error or invalid input."
         ),
-        epilog="It reads files, not a cluster: kubectl's cluster flags (--kubeconfig, --context, -A, -l) do not "
+        epilog="It reads files, not a cluster: kubectl's cluster flags (--kubeconfig, --context, -A) do not "
         "apply. In GitHub Actions, -o github puts each violation on its file and line; -o sarif feeds code scanning.",
     )
     parser.add_argument("--version", action="version", version=f"gke-tpu-priority-check {package_version()}")
@@ -319,8 +320,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="default",
         help="namespace of workloads that set none, as kubectl -n (default: default)",
     )
+    parser.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="check only the PATHs' objects matching this label selector, as kubectl apply -l (e.g. team=a); "
+        "the --platform objects are always read",
+    )
     parser.add_argument("--config", help="policy config JSON, as for pulumi --policy-pack-config")
     return parser
+
+
+def _labels(obj: KubeObject) -> Mapping[str, str]:
+    labels = (obj.manifest.get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def _report_document(reports: Sequence[Report], checked: int) -> dict[str, Any]:
@@ -338,11 +351,19 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     if args.format:
         print("note: --format is deprecated; use -o/--output", file=sys.stderr)
     output = args.output or args.format or "text"
+    try:
+        selected = parse_selector(args.selector) if args.selector is not None else None
+    except SelectorError as error:
+        parser.error(f"-l/--selector: {error}")
     out = stdout or sys.stdout
     try:
         config = read_config(args.config, platform=bool(args.platform))
         platform = locate_objects(args.platform, args.namespace) if args.platform else []
         located = locate_objects(paths, args.namespace, stdin)
+        if selected is not None:
+            located = [(obj, where) for obj, where in located if selected(_labels(obj))]
+            if not located:
+                raise InputError(f"{', '.join(paths)}: no object matches the selector {args.selector!r}")
         given = [obj for obj, _ in located]
         if args.platform:
             refuse_platform_objects(given)

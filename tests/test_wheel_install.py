@@ -1,13 +1,15 @@
 """The release path: two distributions from one checkout, each an sdist and a wheel (`python -m build`: the wheel
-from the sdist): gke-tpu-priority-hotswap (hotswap/pyproject.toml: `kubectl hotswap` and the reconciler) and
-gke-tpu-priority (the components and the policy check), which depends on it at the same version. Their only import
-package is `gke_tpu_priority`, and installed into fresh virtualenvs:
-- the operator's distribution alone installs without Pulumi or any provider, and `kubectl-hotswap` runs;
-- the main distribution brings both commands;
+from the sdist). gke-tpu-priority (the components, the policy check and the reconciler) and the operator's
+gke-tpu-priority-hotswap (hotswap/pyproject.toml: `kubectl hotswap` and the reconciler alone), which carries the
+same `gke_tpu_priority.hotswap` package: one installs one of the two. Their only import package is
+`gke_tpu_priority`, and installed into fresh virtualenvs:
+- the operator's distribution installs without Pulumi or any provider, and `kubectl-hotswap` runs;
+- with the `[hotswap]` extra, `kubectl-hotswap release-all --help` and `status --help` run; without it, a command
+  that needs a cluster says what to install;
 - beside a Pulumi program that has `components` and `policies` packages of its own, the program previews with our
   components and still imports its own packages.
 
-The builds download the build backend and every dependency from the package index and take minutes (2-3 min
+The builds download the build backend and every dependency from the package index and take minutes (3 min
 measured on a shared 2-core machine with a warm pip cache), so `make test` skips them; `.ci/run` runs them with
 `GKE_TPU_WHEEL_CHECK=1`. By hand: `GKE_TPU_WHEEL_CHECK=1 .venv/bin/python -m pytest tests/test_wheel_install.py`.
 """
@@ -40,14 +42,13 @@ OPERATOR = tomllib.loads((PROJECT_ROOT / "hotswap" / "pyproject.toml").read_text
 VERSION = MAIN["version"]
 
 
-def test_the_operator_distribution_is_the_main_one_s_dependency_at_the_same_version() -> None:
-    assert OPERATOR["project"]["version"] == VERSION
-    pin = f"gke-tpu-priority-hotswap=={VERSION}"
-    assert pin in MAIN["dependencies"] and MAIN["optional-dependencies"]["hotswap"] == [pin]
-    assert not any(d.startswith("pulumi") for d in OPERATOR["project"]["dependencies"])
-    assert OPERATOR["project"]["scripts"] == {"kubectl-hotswap": "gke_tpu_priority.hotswap.__main__:main"}
-    assert "kubectl-hotswap" not in MAIN["scripts"]  # one distribution per file: pip would let them overwrite
-    # Every subpackage of hotswap/ but the simulator (a repository tool) is listed, so none is left out.
+def test_the_operator_distribution_matches_the_main_one() -> None:
+    """Same version, the [hotswap] extra as its dependencies, the same command, every subpackage but the simulator."""
+    project = OPERATOR["project"]
+    assert project["version"] == VERSION
+    assert project["dependencies"] == MAIN["optional-dependencies"]["hotswap"]
+    assert not any(d.lower().startswith("pulumi") for d in project["dependencies"])
+    assert project["scripts"] == {"kubectl-hotswap": MAIN["scripts"]["kubectl-hotswap"]}
     on_disk = find_packages(str(PROJECT_ROOT / "hotswap"), exclude=["sim", "sim.*"])
     listed = OPERATOR["tool"]["setuptools"]["packages"]
     assert sorted(listed) == sorted(["gke_tpu_priority.hotswap", *(f"gke_tpu_priority.hotswap.{p}" for p in on_disk)])
@@ -66,15 +67,14 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpr
 
 @dataclass(frozen=True)
 class Built:
-    dist: Path
     wheel: Path
     sdist: Path
     operator_wheel: Path
     operator_sdist: Path
 
     def install(self, pip: Path, requirement: str, cwd: Path) -> None:
-        """pip install from the built files alone for our two distributions (--find-links), the index for the rest."""
-        done = _run([str(pip), "install", "--quiet", "--find-links", str(self.dist), requirement], cwd)
+        """pip install a built file; its dependencies come from the package index."""
+        done = _run([str(pip), "install", "--quiet", requirement], cwd)
         assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -91,7 +91,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     (sdist,) = dist.glob(f"gke_tpu_priority-{VERSION}.tar.gz")
     (operator_wheel,) = dist.glob(f"gke_tpu_priority_hotswap-{VERSION}-py3-none-any.whl")
     (operator_sdist,) = dist.glob(f"gke_tpu_priority_hotswap-{VERSION}.tar.gz")
-    return Built(dist, wheel, sdist, operator_wheel, operator_sdist)
+    return Built(wheel, sdist, operator_wheel, operator_sdist)
 
 
 def _tops(wheel: Path) -> tuple[list[str], set[str]]:
@@ -111,19 +111,20 @@ def test_each_wheel_installs_its_part_of_one_import_package(built: Built) -> Non
     names, tops = _tops(built.wheel)
     assert f"gke_tpu_priority-{VERSION}.dist-info/licenses/LICENSE" in names
     assert tops == {"gke_tpu_priority", f"gke_tpu_priority-{VERSION}.dist-info"}
-    for package in ("components", "policies", "policies/rules"):
+    for package in ("components", "hotswap", "policies", "policies/rules", "hotswap/planner"):
         assert f"gke_tpu_priority/{package}/__init__.py" in names
     assert "gke_tpu_priority/components/py.typed" in names
-    assert not any(n.startswith("gke_tpu_priority/hotswap/") for n in names)
-    names, tops = _tops(built.operator_wheel)
+    operator_names, tops = _tops(built.operator_wheel)
     assert tops == {"gke_tpu_priority", f"gke_tpu_priority_hotswap-{VERSION}.dist-info"}
-    assert {n.split("/")[1] for n in names if n.startswith("gke_tpu_priority/")} == {"hotswap"}
-    for package in ("hotswap", "hotswap/kube", "hotswap/planner"):
-        assert f"gke_tpu_priority/{package}/__init__.py" in names
-    assert "gke_tpu_priority/hotswap/py.typed" in names
-    assert not any(n.startswith("gke_tpu_priority/hotswap/sim/") for n in names)  # the simulator stays here
-    assert {"LICENSE", "pyproject.toml", "setup.py", "README.md", "components/__init__.py"} <= _members(built.sdist)
-    assert {"pyproject.toml", "__main__.py", "kube/status.py"} <= _members(built.operator_sdist)
+    package = {n for n in operator_names if n.startswith("gke_tpu_priority/")}
+    assert {n.split("/")[1] for n in package} == {"hotswap"}
+    assert "gke_tpu_priority/hotswap/py.typed" in package
+    assert not any(n.startswith("gke_tpu_priority/hotswap/sim/") for n in package)  # the simulator stays here
+    # The reconciler's modules are those of the main wheel: the two are alternatives, never two versions of one.
+    assert package == {n for n in names if n.startswith("gke_tpu_priority/hotswap/") and "/sim/" not in n}
+    main_sdist, operator_sdist = _members(built.sdist), _members(built.operator_sdist)
+    assert {"LICENSE", "pyproject.toml", "setup.py", "README.md", "hotswap/__main__.py"} <= main_sdist
+    assert {"pyproject.toml", "__main__.py", "kube/status.py"} <= operator_sdist
 
 
 def _kubeconfig_home(tmp_path: Path) -> Path:
@@ -151,7 +152,7 @@ def test_an_operator_installs_kubectl_hotswap_without_the_infrastructure_stack(b
     built.install(operator / "pip", str(built.operator_wheel), tmp_path)
     listed = _run([str(operator / "pip"), "list", "--format", "json"], tmp_path)
     installed = {re.sub(r"[-_.]+", "-", p["name"]).lower() for p in json.loads(listed.stdout)}
-    assert "gke-tpu-priority-hotswap" in installed and "kubernetes-asyncio" in installed
+    assert {"gke-tpu-priority-hotswap", "kubernetes-asyncio", "aiohttp"} <= installed
     assert not {n for n in installed if n.startswith("pulumi")} and "gke-tpu-priority" not in installed
     for command in ("release-all", "status"):
         shown = _run([str(operator / "kubectl-hotswap"), command, "--help"], tmp_path)
@@ -167,11 +168,27 @@ def test_an_operator_installs_kubectl_hotswap_without_the_infrastructure_stack(b
     assert module.returncode == 0 and "usage: kubectl hotswap release-all" in module.stdout
     assert sys.executable not in str(operator)  # the fresh environment, not the test's
 
+
+@needs_index
+@pytest.mark.timeout(1800)
+def test_the_built_wheel_with_the_hotswap_extra_runs_the_operator_commands(built: Built, tmp_path: Path) -> None:
+    plain = _venv(tmp_path / "plain")
+    built.install(plain / "pip", str(built.wheel), tmp_path)
+    home = _kubeconfig_home(tmp_path)
+    missing = _run([str(plain / "kubectl-hotswap"), "status"], tmp_path, {"HOME": str(home), "KUBECONFIG": ""})
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "gke-tpu-priority[hotswap]" in missing.stderr, missing.stderr
+    check = _run([str(plain / "gke-tpu-priority-check"), "--version"], tmp_path)
+    assert check.stdout.strip() == f"gke-tpu-priority-check {VERSION}", check.stderr
+
     full = _venv(tmp_path / "full")
-    built.install(full / "pip", str(built.wheel), tmp_path)
-    for command in ("kubectl-hotswap", "gke-tpu-priority-check"):
-        shown = _run([str(full / command), "--version"], tmp_path)
-        assert (shown.returncode, shown.stdout.strip()) == (0, f"{command} {VERSION}"), shown.stderr
+    built.install(full / "pip", f"{built.wheel}[hotswap]", tmp_path)
+    for command in ("release-all", "status"):
+        shown = _run([str(full / "kubectl-hotswap"), command, "--help"], tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith(f"usage: kubectl hotswap {command}")
+    module = _run([str(full / "python"), "-m", "gke_tpu_priority.hotswap", "release-all", "--help"], tmp_path)
+    assert module.returncode == 0 and "usage: kubectl hotswap release-all" in module.stdout
 
 
 # A user's Pulumi program with packages named like ours: Pulumi puts the program's folder first on sys.path.

@@ -4,8 +4,8 @@ Three inputs decide every byte of the image, and each is a file in the repositor
 - `hotswap/base-image.lock`: the base image by digest (`python:3.11-slim-bookworm@sha256:…`). Recorded by
   `pin-base`, which asks a registry through Docker; this repository never writes a digest nobody resolved, so a
   checkout whose pin has no digest refuses to build until someone runs `pin-base` on a machine with Docker.
-- `hotswap/requirements.lock`: hotswap/pyproject.toml's dependencies resolved to exact versions with sha256 hashes
-  (`lock`, pip-compile from pip-tools); the image installs it with `pip --require-hashes`.
+- `hotswap/requirements.lock`: the `[hotswap]` extra resolved to exact versions with sha256 hashes (`lock`,
+  pip-compile from pip-tools); the image installs it with `pip --require-hashes`.
 - `project.version` in `pyproject.toml`: the image tag, the same number as the package and the CHANGELOG.
 
     python -m tools.reconciler_image pin-base                    # needs Docker; records the digest
@@ -86,11 +86,10 @@ def pin_base(image: str | None = None, runner: Runner = run, path: Path = BASE_L
 
 
 def hotswap_requirements(root: Path = PROJECT_ROOT) -> list[str]:
-    """The reconciler's runtime: the dependencies of the gke-tpu-priority-hotswap distribution."""
-    dependencies: list[str] = tomllib.loads((root / "hotswap" / "pyproject.toml").read_text())["project"][
-        "dependencies"
+    extras: dict[str, list[str]] = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
     ]
-    return dependencies
+    return extras["hotswap"]
 
 
 def locked_requirements(path: Path = REQUIREMENTS_LOCK) -> dict[str, tuple[str, list[str]]]:
@@ -114,8 +113,7 @@ def canonical(name: str) -> str:
 
 
 def lock_requirements(runner: Runner = run, root: Path = PROJECT_ROOT) -> Path:
-    """Resolve the reconciler's dependencies (hotswap/pyproject.toml) with hashes (pip-compile, on the image's
-    Python 3.11) into the lock file."""
+    """Resolve the `[hotswap]` extra with hashes (pip-compile, on the image's Python 3.11) into the lock file."""
     source = root / "build" / "hotswap-requirements.in"
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text("\n".join(hotswap_requirements(root)) + "\n")
@@ -134,10 +132,10 @@ def lock_requirements(runner: Runner = run, root: Path = PROJECT_ROOT) -> Path:
             str(source),
         ]
     )
-    body = target.read_text().replace(f"-r {source}", "hotswap/pyproject.toml")
+    body = target.read_text().replace(f"-r {source}", "pyproject.toml [hotswap]")
     target.write_text(
-        "# The dependencies of hotswap/pyproject.toml resolved with hashes for the image (CPython 3.11, linux/amd64).\n"
-        "# Regenerate after changing them: python -m tools.reconciler_image lock\n" + body
+        "# The [hotswap] extra of pyproject.toml resolved with hashes for the image (CPython 3.11, linux/amd64).\n"
+        "# Regenerate after changing the extra: python -m tools.reconciler_image lock\n" + body
     )
     return target
 
@@ -178,7 +176,7 @@ def main(argv: Sequence[str] | None = None, runner: Runner = run, builder: Runne
     sub = parser.add_subparsers(dest="command", required=True)
     pin = sub.add_parser("pin-base", help="record the base image's digest in hotswap/base-image.lock (needs Docker)")
     pin.add_argument("--image", default=None, help="base image to pin (default: the one the file names)")
-    sub.add_parser("lock", help="resolve hotswap/pyproject.toml's dependencies with hashes into requirements.lock")
+    sub.add_parser("lock", help="resolve the [hotswap] extra with hashes into hotswap/requirements.lock")
     build = sub.add_parser("build", help="build (and push) <repository>/hotswap-reconciler:<project.version>")
     build.add_argument("--repository", required=True, help="e.g. us-east5-docker.pkg.dev/my-project/hotswap")
     build.add_argument("--push", action="store_true", help="push, with SBOM and provenance attestations")

@@ -126,7 +126,7 @@ async def test_rbac_refusal_names_what_the_account_needs(api: FakeApiServer, tmp
     assert "403 Forbidden" in err and "list on workloads.kueue.x-k8s.io" in err
 
 
-# Makes the reconciler's client libraries unimportable, as in an environment that lost them.
+# Makes the `hotswap` extra's modules unimportable, as on `pip install gke-tpu-priority` without extras.
 WITHOUT_EXTRA = """
 import sys
 for name in ("kubernetes_asyncio", "aiohttp", "prometheus_client"):
@@ -145,7 +145,7 @@ async def test_without_the_extra_help_works_and_commands_say_what_to_install(tmp
     assert code == 2
     assert err.strip() == (
         "kubectl hotswap release-all: `kubectl hotswap release-all` needs the reconciler's Kubernetes client, which "
-        "this install lacks (no module 'kubernetes_asyncio'): pip install gke-tpu-priority-hotswap"
+        "this install lacks (no module 'kubernetes_asyncio'): pip install 'gke-tpu-priority[hotswap]'"
     )
 
 

@@ -201,7 +201,7 @@ async def test_status_refuses_dry_run_and_names_the_subcommand_on_bad_flags(tmp_
 
 async def test_version_is_the_package_version(tmp_path: Path) -> None:
     code, out, _ = await cli("--version", home=tmp_path)
-    assert (code, out.strip()) == (0, f"kubectl-hotswap {importlib.metadata.version('gke-tpu-priority-hotswap')}")
+    assert (code, out.strip()) == (0, f"kubectl-hotswap {importlib.metadata.version('gke-tpu-priority')}")
 
 
 def tpu_node(name: str, pool: str, *taint_keys: str) -> dict[str, object]:

@@ -16,6 +16,7 @@ from gke_tpu_priority.policies import check
 from gke_tpu_priority.policies.ci_formats import Location, render_github
 from gke_tpu_priority.policies.rules import OBJECT_RULES, PICTURE_RULES
 from gke_tpu_priority.policies.rules.base import manifest_object
+from gke_tpu_priority.policies.selector import SelectorError, parse_selector
 from tests.policies.test_check_cli import build_dir, manifests, run, team_jobset, write
 
 __all__ = ["build_dir"]  # the module-scoped fixture, shared with the CLI tests
@@ -193,3 +194,49 @@ def test_sarif_log_has_the_shape_of_sarif_2_1_0_and_locates_each_result(build_di
     clean = team_jobset("dev")
     code, out = run([write(tmp_path, clean)], "--platform", str(manifests("dev", build_dir)), "-o", "sarif")
     assert code == 0 and json.loads(out)["runs"][0]["results"] == []
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "matches"),
+    [
+        ("team=a", {"team": "a"}, True),
+        ("team==a", {"team": "b"}, False),
+        ("team!=a", {}, True),  # as Kubernetes: a missing key is not equal
+        ("team", {"team": ""}, True),
+        ("!team", {"team": "a"}, False),
+        ("team in (a, b),tier notin (x)", {"team": "b"}, True),
+        ("team in (a,b),tier notin (x)", {"team": "b", "tier": "x"}, False),
+        ("app.kubernetes.io/name=llm,team=a", {"app.kubernetes.io/name": "llm", "team": "a"}, True),
+    ],
+)
+def test_a_label_selector_reads_as_kubectl_reads_it(selector: str, labels: dict[str, str], matches: bool) -> None:
+    assert parse_selector(selector)(labels) is matches
+
+
+@pytest.mark.parametrize("selector", ["", "team=a,", "team in a,b", "=a", "team=a b"])
+def test_a_malformed_selector_is_refused(selector: str) -> None:
+    with pytest.raises(SelectorError):
+        parse_selector(selector)
+
+
+def test_selector_picks_the_objects_checked(
+    build_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    platform = str(manifests("dev", build_dir))
+    broken = team_jobset("dev")
+    broken["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name")
+    broken["metadata"]["labels"]["team"] = "b"
+    team = tmp_path / "both.yaml"
+    good = team_jobset("dev")
+    good["metadata"]["name"] = "good"
+    team.write_text(yaml.safe_dump_all([good, broken]))
+    assert run([str(team)], "--platform", platform)[0] == 1
+    assert run([str(team)], "--platform", platform, "-l", "team!=b")[0] == 0
+    code, out = run([str(team)], "--platform", platform, "--selector", "team=b", "-o", "json")
+    assert code == 1 and [v["object"]["name"] for v in json.loads(out)["violations"]] == ["llm"]
+    assert run([str(team)], "--platform", platform, "-l", "team=c")[0] == 2
+    assert "no object matches the selector 'team=c'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        run([str(team)], "-l", "team in a")
+    assert exit_info.value.code == 2
+    assert "-l/--selector: 'team in a' is not a requirement" in capsys.readouterr().err

@@ -1,9 +1,10 @@
 """`kubectl hotswap status -o yaml -A` on the local control plane, as an operator runs it: through kubectl's plugin
 mechanism (`kubectl-hotswap` on PATH), with `$KUBECONFIG`, while the reconciler holds real Kueue Workloads.
 
-The hotswap scenario's host failure runs with the reconciler; as soon as a victim is held (and its
-HotswapVictimHeld Event written), the command runs and its YAML must name the held victim, the JobSet it is held
-for, the reason from the Event, and the preemptor's open operation listing that victim.
+The hotswap scenario's host failure runs with the reconciler; while a victim is held (from the eviction until the
+repair, a minute or more), the command runs and its YAML must name the held victim, the JobSet it is held for, the
+reason from the HotswapVictimHeld Event and the quarantined slice. The preemptor's operation is open only for the
+seconds until it runs again; when an answer caught it, it must list that victim.
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ HOLD_TIMEOUT = 150.0
 
 @dataclass
 class Seen:
-    """The first `status` answer that showed a complete hold, or the last one tried."""
+    """The first `status` answer that showed a complete hold, the last one tried, and every operation seen."""
 
     code: int | None = None
     stdout: str = ""
     stderr: str = ""
     document: JsonObj = field(default_factory=dict)
+    operations: list[JsonObj] = field(default_factory=list)
     done: bool = False
 
 
@@ -55,28 +57,32 @@ def _plugin(target: Target, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _held_for_the_preemptor(document: JsonObj) -> list[JsonObj]:
+    return [h for h in document.get("held", []) if h.get("preemptor") == f"{NAMESPACE}/{HP_NAME}"]
+
+
 def _complete(document: JsonObj) -> bool:
-    """A held victim with the Event's reason, and the preemptor's operation naming it."""
-    held = [h for h in document.get("held", []) if h.get("preemptor") == f"{NAMESPACE}/{HP_NAME}"]
-    victims = {v for op in document.get("operations", []) for v in op.get("victims", [])}
-    return any("no Event left" not in h.get("why", "") and h["workload"] in victims for h in held)
+    """A victim held for the preemptor, with the Event's reason, and the failed slice quarantined."""
+    held = _held_for_the_preemptor(document)
+    return any("no Event left" not in h.get("why", "") for h in held) and bool(document.get("quarantined"))
 
 
 def _a_victim_is_held(target: Target) -> bool:
     listed = target.rest.request("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads")
     items = listed.body.get("items", []) if listed.ok else []
-    return any(HELD_BY in (w.get("metadata", {}).get("annotations") or {}) for w in items)
+    return any((w.get("metadata", {}).get("annotations") or {}).get(HELD_BY) for w in items)
 
 
 def _watch(target: Target, seen: Seen, stop: threading.Event) -> None:
     while not stop.is_set() and not seen.done:
         if _a_victim_is_held(target):
             done = _plugin(target, "status", "-o", "yaml", "-A")
-            seen.code, seen.stdout, seen.stderr = done.returncode, done.stdout, done.stderr
             document = yaml.safe_load(done.stdout) if done.returncode == 0 else None
-            seen.document = document if isinstance(document, dict) else {}
-            seen.done = _complete(seen.document)
-        stop.wait(1.0)
+            document = document if isinstance(document, dict) else {}
+            seen.operations += document.get("operations", [])
+            seen.done = _complete(document)
+            seen.code, seen.stdout, seen.stderr, seen.document = done.returncode, done.stdout, done.stderr, document
+        stop.wait(0.5)
 
 
 def test_status_as_yaml_names_the_held_victim_and_its_preemptor(target: Target, scenario: Scenario) -> None:
@@ -93,13 +99,14 @@ def test_status_as_yaml_names_the_held_victim_and_its_preemptor(target: Target, 
     document = seen.document
     assert (seen.code, seen.stderr) == (0, "")
     assert (document["partial"], document["warnings"]) == (False, [])
-    victims = {v for op in document["operations"] for v in op["victims"]}
-    held = next(h for h in document["held"] if h["preemptor"] == f"{NAMESPACE}/{HP_NAME}" and h["workload"] in victims)
+    held = next(h for h in _held_for_the_preemptor(document) if "no Event left" not in h["why"])
     assert held["workload"].startswith(f"{NAMESPACE}/") and held["jobset"] in result["victims"], held
+    assert held["why"] == f"held (spec.active=false) to free slices for {NAMESPACE}/{HP_NAME}", held
     assert held["op_id"] and held["since"] and held["holds"] >= 1, held
-    (operation,) = [op for op in document["operations"] if held["workload"] in op["victims"]]
-    assert operation["preemptor"].startswith(f"{NAMESPACE}/") and operation["op_id"] == held["op_id"], operation
-    assert len(operation["slices"]) >= 1, operation
+    failed_pool = result["failedNode"].rsplit("-", 1)[0]
+    assert [q["slice"] for q in document["quarantined"]] == [failed_pool], document["quarantined"]
+    for operation in (op for op in seen.operations if op["op_id"] == held["op_id"]):
+        assert held["workload"] in operation["victims"] and operation["slices"], operation
 
 
 def test_status_in_a_namespace_without_holds_is_a_whole_empty_answer(target: Target, scenario: Scenario) -> None:

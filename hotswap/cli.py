@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gke_tpu_priority.hotswap.annotations import AnnotationKeys, parse_time
+from gke_tpu_priority.hotswap.annotations import AnnotationKeys, format_time, parse_time
 from gke_tpu_priority.hotswap.checkpoint_target import JOBSET_ENV, NAMESPACE_ENV, CheckpointTargetError, resolve_target
 from gke_tpu_priority.hotswap.cli_errors import explain
 from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, load_config
@@ -47,37 +47,80 @@ configuration: --config FILE (YAML or JSON) or $HOTSWAP_CONFIG, overridden by HO
 cluster credentials: --kubeconfig FILE; else, inside a pod (and without --context), its service account; else
 $KUBECONFIG; else ~/.kube/config. --context picks a context of that kubeconfig.
 
-commands talking to the cluster need the `hotswap` extra: pip install 'gke-tpu-priority[hotswap]'.
+commands talking to the cluster need the `hotswap` extra: pip install 'gke-tpu-priority[hotswap]'; or install the
+operator tool alone, without Pulumi: the gke-tpu-priority-hotswap distribution (pip install ./hotswap in a checkout).
 
-exit codes: 0 success or clean shutdown; 1 the cluster refused or could not be reached, or release-all (or run's
-release on removal) could not release everything; 2 invalid configuration, missing extra or no usable
-credentials; 3 leadership lost (the Deployment restarts the pod).
+--dry-run: run, release-all and mark-checkpoint send no writes with it; status only reads, so it refuses the flag.
+
+exit codes: 0 success (status: the whole answer) or clean shutdown; 1 the cluster refused or could not be
+reached, the answer is partial (status: some objects could not be read; the output says which, in every -o
+format), or release-all (or run's release on removal) could not release everything; 2 usage error, invalid
+configuration, missing dependency or no usable credentials; 3 leadership lost (the Deployment restarts the pod).
 """
+
+OUTPUTS = ("text", "wide", "json", "yaml")
+PARTIAL = 1
+"""Exit code of a partial answer: what was read is printed, with what was not."""
+USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports an unknown flag with the usage of the subcommand it was given to, not the top-level one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where = self.subcommands.get(getattr(parsed, "command", ""), self)
+            where.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
+class _RefuseDryRun(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser.error("--dry-run does not apply: status only reads (it is for run, release-all and mark-checkpoint)")
+
+
+def package_version() -> str:
+    """The installed distribution's version (the reconciler image has the package but not its metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for distribution in ("gke-tpu-priority-hotswap", "gke-tpu-priority"):
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            continue
+    return "unknown (not installed from a distribution)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kubectl hotswap",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    common = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--version", action="version", version=f"kubectl-hotswap {package_version()}")
+    common = _Parser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="reconciler configuration file (YAML or JSON)")
     common.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use instead of the in-cluster account")
     common.add_argument("--context", help="kubeconfig context (default: the current context)")
-    common.add_argument(
+    common.add_argument("--log-level", default=os.environ.get("HOTSWAP_LOG_LEVEL", "INFO"), help="default: INFO")
+    writes = _Parser(add_help=False)
+    writes.add_argument(
         "--dry-run",
         action="store_true",
         default=None,
         help="plan and log every decision, but send no writes (no patches, no events)",
     )
-    common.add_argument("--log-level", default=os.environ.get("HOTSWAP_LOG_LEVEL", "INFO"), help="default: INFO")
 
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser(
         "run",
-        parents=[common],
+        parents=[common, writes],
         help="run the reconciler (watches, leader election, reconcile loop, /healthz /readyz /metrics)",
         description="Run the reconciler until SIGTERM.",
     )
@@ -94,9 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="this replica's Deployment: on SIGTERM, if it is gone, being deleted or scaled to zero, reactivate "
         "every held Workload before exiting (as release-all does); a restart keeps the holds",
     )
-    commands.add_parser(
+    release = commands.add_parser(
         "release-all",
-        parents=[common],
+        parents=[common, writes],
         help="reactivate every Workload held by the reconciler (run on uninstall)",
         description="Reactivate every Workload carrying the held-by annotation, one update each, in every "
         "namespace, and remove open-operation annotations. Run it from your machine after the reconciler's pods "
@@ -108,21 +151,45 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="show what the reconciler holds, for whom, since when and why, and its open operations",
         description="Read-only: lists every Workload the reconciler holds (its JobSet, the JobSet it is held for, "
-        "since when, how often, the operation and why, from the HotswapVictimHeld Event) and every open "
-        "operation. Needs list on workloads.kueue.x-k8s.io and events.events.k8s.io.",
+        "since when, how often, the operation and why, from the HotswapVictimHeld Event), every open operation "
+        "and the quarantined slices. Needs list on workloads.kueue.x-k8s.io and events.events.k8s.io (and nodes, "
+        "for the quarantined slices). When part of it cannot be read, what was read is printed with a warning "
+        "(stderr for tables; `partial: true` and `warnings` in json and yaml) and the exit code is 1.",
     )
-    status.add_argument("--output", choices=("text", "json"), default="text", help="default: a table (text)")
+    status.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="text",
+        help="text (default: tables), wide (tables with start times, attempts and fenced counts), json or yaml",
+    )
+    scope = status.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", help="only the Workloads of this namespace (default: every namespace)")
+    scope.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every namespace (the default: the reconciler acts cluster-wide)",
+    )
+    status.add_argument(
+        "-l", "--selector", metavar="SELECTOR", help="only Workloads matching this label selector, e.g. team=a"
+    )
+    status.add_argument("--dry-run", nargs=0, action=_RefuseDryRun, help=argparse.SUPPRESS)
     mark = commands.add_parser(
         "mark-checkpoint",
-        parents=[common],
+        parents=[common, writes],
         help="publish that this JobSet has just checkpointed (run from the training pod after each checkpoint)",
         description="Set the JobSet's last-checkpoint annotation, so the reconciler prefers evicting work that "
         "has just checkpointed. Needs `patch` on jobsets.jobset.x-k8s.io in the namespace. Exits 0 even when "
-        "the API refuses (a missed checkpoint mark must not fail training); 2 when the target is unknown.",
+        "the API refuses (a missed checkpoint mark must not fail training); 2 when the target is unknown. "
+        "With --dry-run it prints the annotation it would set and sends nothing.",
     )
     mark.add_argument("--jobset", help=f"JobSet name (default: ${JOBSET_ENV})")
-    mark.add_argument("--namespace", help=f"namespace (default: ${NAMESPACE_ENV}, else the pod's service account's)")
+    mark.add_argument(
+        "-n", "--namespace", help=f"namespace (default: ${NAMESPACE_ENV}, else the pod's service account's)"
+    )
     mark.add_argument("--at", type=_moment, help="checkpoint time, RFC 3339 (default: now), e.g. 2026-12-03T10:15:00Z")
+    parser.subcommands.update({"run": run, "release-all": release, "status": status, "mark-checkpoint": mark})
     return parser
 
 
@@ -135,7 +202,7 @@ def _moment(text: str) -> datetime:
 
 def _load(args: argparse.Namespace) -> HotswapConfig:
     config = load_config(args.config)
-    if args.dry_run:
+    if getattr(args, "dry_run", None):
         config = config.model_copy(update={"dry_run": True})
     return config
 
@@ -218,26 +285,33 @@ async def _release_all(args: argparse.Namespace, config: HotswapConfig) -> int:
 
 async def _status(args: argparse.Namespace, config: HotswapConfig) -> int:
     from gke_tpu_priority.hotswap.kube.client import new_api_client
-    from gke_tpu_priority.hotswap.kube.status import list_nodes, list_status_objects
-    from gke_tpu_priority.hotswap.status import held_rows, op_rows, quarantine_rows, render, render_json
+    from gke_tpu_priority.hotswap.kube.status import read_status_objects
+    from gke_tpu_priority.hotswap.status import (
+        held_rows,
+        op_rows,
+        quarantine_rows,
+        render,
+        render_json,
+        render_yaml,
+        status_document,
+    )
 
     api = await new_api_client(args.kubeconfig, args.context)
     try:
-        workloads, events, note = await list_status_objects(api)
-        nodes, nodes_note = await list_nodes(api)
+        read = await read_status_objects(api, args.namespace, args.selector)
     finally:
         await api.close()
     keys = AnnotationKeys(config.annotation_domain)
-    held, ops = held_rows(workloads, events, keys), op_rows(workloads, keys)
-    quarantined = quarantine_rows(nodes, keys)
-    if args.output == "json":
-        print(render_json(held, ops, quarantined))
+    held, ops = held_rows(read.workloads, read.events, keys), op_rows(read.workloads, keys)
+    quarantined = quarantine_rows(read.nodes, keys)
+    if args.output in ("json", "yaml"):
+        document = status_document(held, ops, quarantined, read.warnings)
+        print(render_json(document) if args.output == "json" else render_yaml(document))
     else:
-        print(render(held, ops, datetime.now(UTC), quarantined))
-        for why in (note, nodes_note):
-            if why:
-                print(f"\n({why})")
-    return 0
+        print(render(held, ops, datetime.now(UTC), quarantined, wide=args.output == "wide"))
+    for warning in read.warnings:
+        print(f"warning: partial answer: {warning}", file=sys.stderr)
+    return PARTIAL if read.warnings else 0
 
 
 async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> int:
@@ -245,13 +319,18 @@ async def _mark_checkpoint(args: argparse.Namespace, config: HotswapConfig) -> i
         namespace, jobset = resolve_target(args.jobset, args.namespace)
     except CheckpointTargetError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return USAGE
+    keys = AnnotationKeys(config.annotation_domain)
+    if config.dry_run:
+        at = format_time(args.at or datetime.now(UTC))
+        print(f"would set {keys.last_checkpoint}={at} on JobSet {namespace}/{jobset} (dry run: nothing sent)")
+        return 0
     from gke_tpu_priority.hotswap.kube.checkpoint import mark_checkpoint
     from gke_tpu_priority.hotswap.kube.client import new_api_client
 
     api = await new_api_client(args.kubeconfig, args.context)
     try:
-        await mark_checkpoint(api, AnnotationKeys(config.annotation_domain), namespace, jobset, args.at)
+        await mark_checkpoint(api, keys, namespace, jobset, args.at)
     finally:
         await api.close()
     return 0
@@ -264,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _load(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return USAGE
     command = COMMANDS[args.command]
     try:
         return asyncio.run(command(args, config))

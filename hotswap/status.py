@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+import yaml
+
 from gke_tpu_priority.hotswap.annotations import NODEPOOL_LABEL, AnnotationKeys, HeldBy, OpRecord, parse_time
 
 JsonObj = Mapping[str, Any]
@@ -169,49 +171,64 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line.format(*header), *(line.format(*r) for r in rows)]
 
 
+def _stamp(since: datetime | None) -> str:
+    return since.strftime("%Y-%m-%dT%H:%M:%SZ") if since else "?"
+
+
+def _held_table(held: Sequence[HeldRow], now: datetime, wide: bool) -> list[str]:
+    header = ["WORKLOAD", "JOBSET", "HELD FOR", *(["SINCE"] if wide else []), "AGE", "HOLDS", "OP", "WHY"]
+    rows = [
+        [
+            r.workload,
+            r.jobset or "-",
+            r.preemptor,
+            *([_stamp(r.since)] if wide else []),
+            age(r.since, now),
+            str(r.holds),
+            r.op_id or "-",
+            r.why,
+        ]
+        for r in held
+    ]
+    return _table(header, rows)
+
+
+def _ops_table(ops: Sequence[OpRow], now: datetime, wide: bool) -> list[str]:
+    extra = ["ATTEMPT", "SINCE"] if wide else []
+    header = ["PREEMPTOR", "OP", *extra, "AGE", *(["FENCED"] if wide else []), "RESERVED SLICES", "VICTIMS"]
+    rows = [
+        [
+            r.preemptor,
+            r.op_id,
+            *([str(r.attempt), _stamp(r.since)] if wide else []),
+            age(r.since, now),
+            *([str(r.fenced)] if wide else []),
+            ",".join(r.slices) or "-",
+            ",".join(r.victims) or "-",
+        ]
+        for r in ops
+    ]
+    return _table(header, rows)
+
+
 def render(
-    held: Sequence[HeldRow], ops: Sequence[OpRow], now: datetime, quarantined: Sequence[QuarantineRow] = ()
+    held: Sequence[HeldRow],
+    ops: Sequence[OpRow],
+    now: datetime,
+    quarantined: Sequence[QuarantineRow] = (),
+    wide: bool = False,
 ) -> str:
+    """The tables; ``wide`` adds when each hold and operation started, the attempt and the fenced count."""
     out: list[str] = []
     if held:
         out.append(f"Held by the reconciler: {len(held)} Workload(s)")
-        out += _table(
-            ("WORKLOAD", "JOBSET", "HELD FOR", "SINCE", "AGE", "HOLDS", "OP", "WHY"),
-            [
-                (
-                    r.workload,
-                    r.jobset or "-",
-                    r.preemptor,
-                    r.since.strftime("%Y-%m-%dT%H:%M:%SZ") if r.since else "?",
-                    age(r.since, now),
-                    str(r.holds),
-                    r.op_id or "-",
-                    r.why,
-                )
-                for r in held
-            ],
-        )
+        out += _held_table(held, now, wide)
     else:
         out.append("Nothing is held by the reconciler.")
     out.append("")
     if ops:
         out.append(f"Open operations: {len(ops)}")
-        out += _table(
-            ("PREEMPTOR", "OP", "ATTEMPT", "SINCE", "AGE", "FENCED", "RESERVED SLICES", "VICTIMS"),
-            [
-                (
-                    r.preemptor,
-                    r.op_id,
-                    str(r.attempt),
-                    r.since.strftime("%Y-%m-%dT%H:%M:%SZ") if r.since else "?",
-                    age(r.since, now),
-                    str(r.fenced),
-                    ",".join(r.slices) or "-",
-                    ",".join(r.victims) or "-",
-                )
-                for r in ops
-            ],
-        )
+        out += _ops_table(ops, now, wide)
     else:
         out.append("No open operations.")
     if quarantined:
@@ -221,17 +238,35 @@ def render(
     return "\n".join(out)
 
 
-def render_json(held: Sequence[HeldRow], ops: Sequence[OpRow], quarantined: Sequence[QuarantineRow] = ()) -> str:
+def status_document(
+    held: Sequence[HeldRow],
+    ops: Sequence[OpRow],
+    quarantined: Sequence[QuarantineRow] = (),
+    warnings: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The answer as data (``-o json`` and ``-o yaml``): ``partial`` is true, and ``warnings`` says why, when part
+    of what status reads could not be read."""
+
     def plain(row: HeldRow | OpRow) -> dict[str, Any]:
         data = asdict(row)
-        data["since"] = row.since.strftime("%Y-%m-%dT%H:%M:%SZ") if row.since else None
+        data["since"] = _stamp(row.since) if row.since else None
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
         return data
 
-    return json.dumps(
-        {
-            "held": [plain(r) for r in held],
-            "operations": [plain(r) for r in ops],
-            "quarantined": [{"slice": r.slice, "nodes": list(r.nodes)} for r in quarantined],
-        },
-        indent=2,
-    )
+    return {
+        "held": [plain(r) for r in held],
+        "operations": [plain(r) for r in ops],
+        "quarantined": [{"slice": r.slice, "nodes": list(r.nodes)} for r in quarantined],
+        "partial": bool(warnings),
+        "warnings": list(warnings),
+    }
+
+
+def render_json(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, indent=2)
+
+
+def render_yaml(document: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False).rstrip("\n")

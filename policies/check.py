@@ -8,8 +8,10 @@ which is how the platform team checks its own manifests. ``--config`` may tune o
 enforce, never those it does. Malformed input of any kind exits 2 with the file and what is wrong (policies.inputs).
 A fleet preview's objects carry the cluster they go to (annotation ``preview.gke-tpu-priority.io/cluster``): those
 rules then read each cluster's objects apart, with the objects that name no cluster (the team's) in every cluster.
-Exit status: 0 clean, 1 violations, 2 unreadable or invalid input. ``--config`` takes the same JSON as
-``pulumi preview --policy-pack-config`` (``{"all": "advisory", "<rule>": "disabled" | {...}}``).
+Exit status: 0 clean (advisory violations alone exit 0), 1 violations of a mandatory rule, 2 usage error,
+unreadable or invalid input. ``--config`` takes the same JSON as ``pulumi preview --policy-pack-config``
+(``{"all": "advisory", "<rule>": "disabled" | {...}}``). Reports: ``-o text`` (default), ``json``, ``yaml``, and for
+CI ``github`` (workflow annotations on the offending file and line) and ``sarif`` (SARIF 2.1.0, policies.ci_formats).
 """
 
 from __future__ import annotations
@@ -19,12 +21,17 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+import yaml
+
+from .ci_formats import Location, render_github, render_sarif, sarif_log
 from .inputs import InputError, documents, sources
 from .rules import ADMISSION_RULES, OBJECT_RULES, PICTURE_RULES
 from .rules.base import KubeObject, Rule, manifest_object
+from .selector import SelectorError, parse_selector
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_INVALID = 0, 1, 2
 T = TypeVar("T")
@@ -79,21 +86,30 @@ class Report:
         }
 
 
-def load_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO | None = None) -> list[KubeObject]:
-    """Every object of the given files, directories (``*.json``/``*.yaml``/``*.yml``, recursively) and ``-``."""
-    objects: list[KubeObject] = []
+Located = list[tuple[KubeObject, Location]]
+
+
+def locate_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO | None = None) -> Located:
+    """Every object of the given files, directories (``*.json``/``*.yaml``/``*.yml``, recursively) and ``-``, with
+    the file and line it starts at."""
+    objects: Located = []
     for text, source in sources(paths, stdin):
-        for document, where in documents(text, source):
+        file = None if source == "<stdin>" else source
+        for document, where, line in documents(text, source):
             manifest = dict(document)
             if manifest["kind"] in NAMESPACED_KINDS and not (manifest.get("metadata") or {}).get("namespace"):
                 manifest["metadata"] = {**(manifest.get("metadata") or {}), "namespace": namespace}
-            objects.append(manifest_object(manifest, where))
+            objects.append((manifest_object(manifest, where), Location(file, line)))
     return objects
 
 
-def team_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO | None = None) -> list[KubeObject]:
-    """A team's objects: like :func:`load_objects`, but none may declare what only the platform declares."""
-    objects = load_objects(paths, namespace, stdin)
+def load_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO | None = None) -> list[KubeObject]:
+    """Every object of the given files, directories (``*.json``/``*.yaml``/``*.yml``, recursively) and ``-``."""
+    return [obj for obj, _ in locate_objects(paths, namespace, stdin)]
+
+
+def refuse_platform_objects(objects: Sequence[KubeObject]) -> None:
+    """A team's objects may not declare what only the platform declares."""
     declared = [o for o in objects if o.kind in PLATFORM_KINDS]
     if declared:
         shown = "; ".join(f"{o.ref} ({o.source})" for o in declared[:5]) + ("; ..." if len(declared) > 5 else "")
@@ -101,6 +117,12 @@ def team_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO
             f"the team's files declare {shown}: tiers, queues and the other platform objects come only from the "
             "platform's files (--platform); remove them"
         )
+
+
+def team_objects(paths: Sequence[str], namespace: str = "default", stdin: TextIO | None = None) -> list[KubeObject]:
+    """A team's objects: like :func:`load_objects`, but none may declare what only the platform declares."""
+    objects = load_objects(paths, namespace, stdin)
+    refuse_platform_objects(objects)
     return objects
 
 
@@ -140,14 +162,15 @@ def render_text(reports: Sequence[Report], checked: int) -> str:
         where = "(all objects)" if subject is None else f"{subject.ref} ({subject.source})"
         advisory = " [advisory]" if report.level == "advisory" else ""
         lines += [f"{where}: {report.rule}{advisory}", f"    {report.message}"]
+    return "\n".join([*lines, summary(reports, checked)])
+
+
+def summary(reports: Sequence[Report], checked: int) -> str:
     blocking = sum(1 for r in reports if r.level != "advisory")
     offenders = len({id(r.subject) for r in reports})
-    summary = (
-        f"{len(reports)} violation(s) ({blocking} blocking) on {offenders} object(s); {checked} object(s) checked."
-        if reports
-        else f"No violations; {checked} object(s) checked."
-    )
-    return "\n".join([*lines, summary])
+    if not reports:
+        return f"No violations; {checked} object(s) checked."
+    return f"{len(reports)} violation(s) ({blocking} blocking) on {offenders} object(s); {checked} object(s) checked."
 
 
 def _level_problem(value: Any) -> str | None:
@@ -246,17 +269,34 @@ def _checked(run: Callable[[], list[T]], what: str) -> list[T]:
         ) from error
 
 
-def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+OUTPUTS = ("text", "json", "yaml", "github", "sarif")
+
+
+def package_version() -> str:
+    try:
+        return version("gke-tpu-priority")
+    except PackageNotFoundError:
+        return "unknown (not installed from a distribution)"
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gke-tpu-priority-check",
         description=(
             "Check Kubernetes YAML against the gke-tpu-priority conventions (the rules of the policy pack and of "
             "the in-cluster admission policy). Give the platform's objects (build/<stack>/manifests.yaml) with "
-            "your workloads. Exit 0 clean, 1 violations, 2 invalid input."
+            "your workloads. Exit 0 clean (advisory violations alone too), 1 violations of a mandatory rule, "
+            "2 usage error or invalid input."
         ),
+        epilog="It reads files, not a cluster: kubectl's cluster flags (--kubeconfig, --context, -A) do not "
+        "apply. In GitHub Actions, -o github puts each violation on its file and line; -o sarif feeds code scanning.",
+    )
+    parser.add_argument("--version", action="version", version=f"gke-tpu-priority-check {package_version()}")
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH", help="YAML/JSON file, directory of *.json/*.yaml/*.yml, or - (stdin)"
     )
     parser.add_argument(
-        "paths", nargs="+", metavar="PATH", help="YAML/JSON file, directory of *.json/*.yaml/*.yml, or - (stdin)"
+        "-f", "--filename", action="append", default=[], metavar="PATH", help="a PATH, as kubectl -f; repeatable"
     )
     parser.add_argument(
         "--platform",
@@ -266,20 +306,71 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         help="the platform's objects (build/<stack>/manifests.yaml); repeatable. With it, tiers, LocalQueues and "
         "entitlements come only from these files, and PATHs may not declare them",
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default text)")
     parser.add_argument(
-        "--namespace", default="default", help="namespace of workloads that set none, as kubectl -n (default: default)"
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default=None,
+        help="report format: text (default), json, yaml, github (Actions annotations) or sarif (SARIF 2.1.0)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), help=argparse.SUPPRESS)  # the former name of -o
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default="default",
+        help="namespace of workloads that set none, as kubectl -n (default: default)",
+    )
+    parser.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="check only the PATHs' objects matching this label selector, as kubectl apply -l (e.g. team=a); "
+        "the --platform objects are always read",
     )
     parser.add_argument("--config", help="policy config JSON, as for pulumi --policy-pack-config")
+    return parser
+
+
+def _labels(obj: KubeObject) -> Mapping[str, str]:
+    labels = (obj.manifest.get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _report_document(reports: Sequence[Report], checked: int) -> dict[str, Any]:
+    return {"checked": checked, "violations": [r.as_json() for r in reports]}
+
+
+def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    paths = [*args.paths, *args.filename]
+    if not paths:
+        parser.error("give the files to check: PATH... or -f PATH (- reads stdin)")
+    if args.format and args.output:
+        parser.error("--format is the former name of -o/--output: give only -o")
+    if args.format:
+        print("note: --format is deprecated; use -o/--output", file=sys.stderr)
+    output = args.output or args.format or "text"
+    try:
+        selected = parse_selector(args.selector) if args.selector is not None else None
+    except SelectorError as error:
+        parser.error(f"-l/--selector: {error}")
     out = stdout or sys.stdout
     try:
         config = read_config(args.config, platform=bool(args.platform))
-        platform = load_objects(args.platform, args.namespace) if args.platform else []
-        given = (team_objects if args.platform else load_objects)(args.paths, args.namespace, stdin)
+        platform = locate_objects(args.platform, args.namespace) if args.platform else []
+        located = locate_objects(paths, args.namespace, stdin)
+        if selected is not None:
+            located = [(obj, where) for obj, where in located if selected(_labels(obj))]
+            if not located:
+                raise InputError(f"{', '.join(paths)}: no object matches the selector {args.selector!r}")
+        given = [obj for obj, _ in located]
+        if args.platform:
+            refuse_platform_objects(given)
         if not given:
-            raise InputError(f"{', '.join(args.paths)}: no Kubernetes object to check (empty input)")
-        objects = platform + given
+            raise InputError(f"{', '.join(paths)}: no Kubernetes object to check (empty input)")
+        located = platform + located
+        objects = [obj for obj, _ in located]
         if not args.platform and {o.kind in PLATFORM_KINDS for o in given} == {True, False}:
             print(
                 "note: without --platform every file may declare tiers, LocalQueues and entitlements; in team CI "
@@ -290,9 +381,20 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_INVALID
-    if args.format == "json":
-        json.dump({"checked": len(objects), "violations": [r.as_json() for r in reports]}, out, indent=2)
-        out.write("\n")
+    where = {id(obj): location for obj, location in located}
+
+    def locate(subject: KubeObject | None) -> Location | None:
+        return None if subject is None else where.get(id(subject))
+
+    if output == "json":
+        out.write(json.dumps(_report_document(reports, len(objects)), indent=2) + "\n")
+    elif output == "yaml":
+        out.write(yaml.safe_dump(_report_document(reports, len(objects)), sort_keys=False))
+    elif output == "github":
+        out.write(render_github(reports, locate, summary(reports, len(objects))) + "\n")
+    elif output == "sarif":
+        rules = [*OBJECT_RULES, *PICTURE_RULES]
+        out.write(render_sarif(sarif_log(reports, rules, locate, package_version())) + "\n")
     else:
         out.write(render_text(reports, len(objects)) + "\n")
     return EXIT_VIOLATIONS if any(r.level != "advisory" for r in reports) else EXIT_CLEAN

@@ -145,15 +145,41 @@ def object_problem(obj: Any) -> str | None:
     return None
 
 
-def documents(text: str, source: str) -> Iterator[tuple[Mapping[str, Any], str]]:
-    """(object, where) for every object of a YAML or JSON stream; a ``*List`` gives its items."""
+def _load_all(text: str) -> list[tuple[Any, yaml.Node | None]]:
+    """Every document of the stream with its root node (for where it starts), in one pass of the safe loader."""
+    loader = SAFE_LOADER(text)
     try:
-        loaded = list(yaml.load_all(text, Loader=SAFE_LOADER))
+        out: list[tuple[Any, yaml.Node | None]] = []
+        while loader.check_node():
+            node = loader.get_node()
+            out.append((loader.construct_document(node), node))
+        return out
+    finally:
+        loader.dispose()
+
+
+def _line(node: yaml.Node | None) -> int:
+    return node.start_mark.line + 1 if node is not None else 1
+
+
+def _item_nodes(node: yaml.Node | None) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == "items" and isinstance(value, yaml.SequenceNode):
+                return list(value.value)
+    return []
+
+
+def documents(text: str, source: str) -> Iterator[tuple[Mapping[str, Any], str, int]]:
+    """(object, where, line) for every object of a YAML or JSON stream; a ``*List`` gives its items. ``line`` is
+    where the object starts (1-based), for reports that point at it."""
+    try:
+        loaded = _load_all(text)
     except yaml.YAMLError as error:
         raise InputError(f"{source}: not valid YAML: {error}") from error
     except RecursionError as error:
         raise InputError(f"{source}: nested too deeply to read; not a Kubernetes manifest") from error
-    for index, document in enumerate(loaded):
+    for index, (document, node) in enumerate(loaded):
         where = f"{source}#{index}" if len(loaded) > 1 else source
         if document is None:
             continue
@@ -162,13 +188,15 @@ def documents(text: str, source: str) -> Iterator[tuple[Mapping[str, Any], str]]
         if problem:
             raise InputError(f"{where}: {problem}")
         if str(document["kind"]).endswith("List") and isinstance(document.get("items"), list):
+            item_nodes = _item_nodes(node)
             for item_index, item in enumerate(document["items"]):
                 problem = object_problem(item)
                 if problem:
                     raise InputError(f"{where} items[{item_index}]: {problem}")
-                yield item, where
+                item_node = item_nodes[item_index] if item_index < len(item_nodes) else node
+                yield item, where, _line(item_node)
         else:
-            yield document, where
+            yield document, where, _line(node)
 
 
 def sources(paths: Sequence[str], stdin: TextIO | None = None) -> list[tuple[str, str]]:

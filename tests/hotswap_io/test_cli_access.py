@@ -147,3 +147,16 @@ async def test_without_the_extra_help_works_and_commands_say_what_to_install(tmp
         "kubectl hotswap release-all: `kubectl hotswap release-all` needs the reconciler's Kubernetes client, which "
         "this install lacks (no module 'kubernetes_asyncio'): pip install 'gke-tpu-priority[hotswap]'"
     )
+
+
+async def test_mark_checkpoint_dry_run_sends_nothing(api: FakeApiServer, tmp_path: Path) -> None:
+    home = home_with_kubeconfig(tmp_path, api.url)
+    code, out, err = await cli(
+        "mark-checkpoint", "--dry-run", "--jobset", "train", "-n", NS, "--at", "2026-12-03T10:15:00Z", home=home
+    )
+    assert code == 0, err
+    assert out.strip() == (
+        f"would set hotswap.gke-tpu-priority.io/last-checkpoint=2026-12-03T10:15:00Z on JobSet {NS}/train "
+        "(dry run: nothing sent)"
+    )
+    assert api.writes() == []

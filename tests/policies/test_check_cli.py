@@ -139,7 +139,7 @@ def test_each_broken_convention_is_refused_by_name(
 def test_json_report_names_object_rule_and_fix(build_dir: Path, tmp_path: Path) -> None:
     jobset = team_jobset("dev")
     jobset["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name")
-    code, out = run([str(manifests("dev", build_dir)), write(tmp_path, jobset)], "--format", "json")
+    code, out = run([str(manifests("dev", build_dir)), write(tmp_path, jobset)], "-o", "json")
     report = json.loads(out)
     assert code == 1 and report["checked"] > 10
     (violation,) = report["violations"]

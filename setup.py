@@ -2,7 +2,7 @@
 
 The repository keeps `components/`, `hotswap/` and `policies/` at its root (the Pulumi program, the policy pack and
 the component plugin are defined there); installed, they are `gke_tpu_priority.components`, `.hotswap` and
-`.policies`, so a user's own `components` package never shadows ours. Everything else is in pyproject.toml.
+`.policies`, so a user's own `components` package never shadows this package's. Everything else is in pyproject.toml.
 """
 
 from setuptools import find_packages, setup

@@ -54,7 +54,7 @@ def longest_name(shape: tpu_shapes.SliceShape, slices: int) -> str:
     return ("a" * spare)[:DNS1035_LABEL_MAX]
 
 
-# --- everything we emit -----------------------------------------------------------------------------------
+# --- everything the package emits -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -370,7 +370,7 @@ def test_builder_refuses_names_the_generated_job_names_cannot_start_with() -> No
 def test_old_rule_name_is_refused_by_the_jobset_webhook_and_the_new_one_accepted() -> None:
     obj = workload()
     assert obj["spec"]["failurePolicy"]["rules"][0]["name"] == "restartOnInfrastructureDisruption"
-    obj["spec"]["failurePolicy"]["rules"][0]["name"] = "restart-on-infrastructure-disruption"  # before issue 10
+    obj["spec"]["failurePolicy"]["rules"][0]["name"] = "restart-on-infrastructure-disruption"  # the hyphenated spelling
     (problem,) = ar.admission_problems(obj)
     assert problem.rule.endswith("validateFailurePolicy") and problem.path == "spec.failurePolicy.rules[0].name"
     assert_valid(obj)  # the CRD schema alone accepts it: that is the gap these rules close
@@ -612,7 +612,7 @@ def test_kueue_rules_match_the_pinned_webhook_source() -> None:
     registered = reference_text(f"{KUEUE}/pkg/webhooks/webhooks.go")
     kinds = re.findall(r"setupWebhookFor(\w+)\(mgr", registered)
     assert sorted(set(kinds)) == ["ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Workload"]
-    # LocalQueue's webhook has no validator; any other kind we emit must have a mirrored checker.
+    # LocalQueue's webhook has no validator; any other kind the package emits must have a mirrored checker.
     assert "ctrl.NewWebhookManagedBy(mgr, &kueue.LocalQueue{}).\n\t\tWithLogConstructor" in registered
 
 

@@ -2,8 +2,8 @@
 import package is `gke_tpu_priority`, and installed into fresh virtualenvs:
 - with the `[hotswap]` extra, `kubectl-hotswap release-all --help` and `status --help` run; without it, a command
   that needs a cluster says what to install;
-- beside a Pulumi program that has `components` and `policies` packages of its own, the program previews with our
-  components and still imports its own packages.
+- beside a Pulumi program that has `components` and `policies` packages of its own, the program previews with this
+  package's components and still imports its own packages.
 
 It downloads the build backend and every dependency from the package index and takes minutes (2-3 min measured
 on a shared 2-core machine with a warm pip cache), so `make test` skips it; `.ci/run` runs it with
@@ -112,7 +112,7 @@ def test_the_built_wheel_with_the_hotswap_extra_runs_the_operator_commands(built
     assert sys.executable not in str(full)  # the fresh environment, not the test's
 
 
-# A user's Pulumi program with packages named like ours: Pulumi puts the program's folder first on sys.path.
+# A user's Pulumi program with packages named like this package's: Pulumi puts the program's folder first on sys.path.
 USER_PROGRAM = """
 import json
 import sys

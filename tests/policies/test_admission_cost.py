@@ -1,4 +1,4 @@
-"""Issue 21: the admission policy's CEL stays far inside the API server's runtime cost limits.
+"""The admission policy's CEL stays far inside the API server's runtime cost limits.
 
 Costs come from tests/support/cel_cost.py (cel-go runtimecost.go + Kubernetes library/cost.go restated). The
 validations and the lazily evaluated variables share RuntimeCELCostBudget; every messageExpression is then

@@ -1,4 +1,4 @@
-"""Offline mirror of the admission webhooks our objects meet: the rules a CRD schema does not state.
+"""Offline mirror of the admission webhooks the package's objects meet: the rules a CRD schema does not state.
 
 kube-apiserver accepts a custom resource only after the CRD schema *and* every validating webhook agree. The
 schema half is tests/support/crd_validation.py; this module is the webhook half, for the pinned releases:
@@ -22,8 +22,8 @@ schema half is tests/support/crd_validation.py; this module is the webhook half,
   cross-object ones run over one manager cluster's objects: :func:`multikueue_problems`.
 
 Each check names the upstream function it mirrors in ``Problem.rule``. Rules that depend on cluster state
-(existing PVCs, default LocalQueues) or on feature gates we do not enable are out of scope; they are listed in
-:data:`NOT_MIRRORED` so the omission is explicit.
+(existing PVCs, default LocalQueues) or on feature gates the platform does not enable are out of scope; they are
+listed in :data:`NOT_MIRRORED` so the omission is explicit.
 """
 
 from __future__ import annotations
@@ -74,11 +74,11 @@ PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 NOT_MIRRORED = (
-    "jobset validateVolumeClaimPolicies: reads existing PVCs (we emit no volumeClaimPolicies)",
-    "jobset validateCoordinator/validateCoordinatorLabelValue (we set no coordinator)",
+    "jobset validateVolumeClaimPolicies: reads existing PVCs (the package emits no volumeClaimPolicies)",
+    "jobset validateCoordinator/validateCoordinatorLabelValue (the package sets no coordinator)",
     "kueue ApplyDefaultLocalQueue/validateUpdateForQueueName default-queue branch: needs cluster state",
-    "kueue validateTopologyRequest: only with TopologyAwareScheduling annotations, which we do not emit",
-    "kueue ValidateElasticJobAnnotation, AdmissionGatedBy: annotations we do not emit",
+    "kueue validateTopologyRequest: only with TopologyAwareScheduling annotations, which the package does not emit",
+    "kueue ValidateElasticJobAnnotation, AdmissionGatedBy: annotations the package does not emit",
 )
 
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -533,7 +533,7 @@ PARAMETER_KINDS = {PROVISIONING_CONTROLLER: "ProvisioningRequestConfig", MULTIKU
 # apis/kueue/v1beta2/multikueue_types.go MultiKueueConfigSecretKey: the Secret key holding the kubeconfig.
 MULTIKUEUE_SECRET_KEY = "kubeconfig"
 # pkg/features/kube_features.go defaults at v0.19: MultiKueueClusterProfile (alpha, off since 0.15) and
-# MultiKueueKubeConfigPathValidation (alpha, off since 0.19). We enable neither (components/kueue).
+# MultiKueueKubeConfigPathValidation (alpha, off since 0.19). The platform enables neither (components/kueue).
 MULTIKUEUE_FEATURE_GATES = {"MultiKueueClusterProfile": False, "MultiKueueKubeConfigPathValidation": False}
 
 
@@ -582,7 +582,7 @@ def multikueue_cluster_problems(mkc: Mapping[str, Any], old: Mapping[str, Any] |
     * ``kubeConfig`` is nil ("kubeconfig reference is nil", reason BadKubeConfig);
     * ``locationType: Path``: with MultiKueueKubeConfigPathValidation off the reconciler emits the
       DeprecatedPathUsage warning and reads the file from the Kueue controller's own filesystem
-      (getKubeConfigFromPath), where the Kueue chart as we install it mounts no kubeconfig, so BadKubeConfig;
+      (getKubeConfigFromPath), where the Kueue chart as the platform installs it mounts no kubeconfig, so BadKubeConfig;
     * the Secret name is not a valid object name (getKubeConfigFromSecret's Get cannot find it: BadKubeConfig).
 
     The Secret's existence and content are checked across objects by :func:`multikueue_problems`."""
@@ -802,8 +802,9 @@ def _quota_reserved(workload: Mapping[str, Any]) -> bool:
 
 def workload_problems(new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
     """The part of WorkloadWebhook.ValidateUpdate (webhooks/workload_webhook.go ValidateWorkloadUpdate) that a
-    write of ours can break: a Workload holding quota keeps its podSets (validateImmutablePodSets, stricter here:
-    no podSet field may change). We never create Workloads (Kueue does), so create rules are not mirrored."""
+    write by the reconciler can break: a Workload holding quota keeps its podSets (validateImmutablePodSets,
+    stricter here: no podSet field may change). The reconciler never creates Workloads (Kueue does), so create rules
+    are not mirrored."""
     if old is None or not _quota_reserved(old):
         return []
     if (new.get("spec") or {}).get("podSets") != (old.get("spec") or {}).get("podSets"):
@@ -814,7 +815,7 @@ def workload_problems(new: Mapping[str, Any], old: Mapping[str, Any] | None = No
 
 def _jobset_problems(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[Problem]:
     if old is None:
-        # Both webhooks see every JobSet; Kueue's only acts on those it manages, which ours all are (queue label).
+        # Both webhooks see every JobSet; Kueue's only acts on those it manages: all of the platform's (queue label).
         return jobset_create_problems(obj) + kueue_job_create_problems(obj)
     return jobset_update_problems(old, obj) + jobset_create_problems(obj) + kueue_job_update_problems(old, obj)
 
@@ -826,7 +827,7 @@ def _no_validation(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None)
 
 Checker = Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Problem]]
 
-# Every custom resource kind we may emit, and its webhook; a new kind must be added here deliberately.
+# Every custom resource kind the package may emit, and its webhook; a new kind must be added here deliberately.
 CHECKERS: dict[tuple[str, str], Checker] = {
     ("jobset.x-k8s.io", "JobSet"): _jobset_problems,
     ("kueue.x-k8s.io", "ClusterQueue"): cluster_queue_problems,

@@ -2,7 +2,7 @@
 
 The repository keeps `components/`, `hotswap/` and `policies/` at its root (the Pulumi program, the policy pack and
 the component plugin are defined there); installed, they are `gke_tpu_priority.components`, `.hotswap` and
-`.policies`, so a user's own `components` package never shadows ours. The simulator (`sim/`), the test kit
+`.policies`, so a user's own `components` package never shadows this package's. The simulator (`sim/`), the test kit
 (`testkit/`), `tools/`, `tests/` and `e2e/` are the repository's own and never in the wheel. Everything else is in
 pyproject.toml.
 """

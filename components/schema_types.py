@@ -586,7 +586,7 @@ class PlatformConfig(TypedDict):
     protect: NotRequired[bool]
     """Production safety: Pulumi `protect` on the cluster, TPU pools and workload namespaces, GKE deletion protection and node pool `deletionPolicy: PREVENT`. Turn off (and `pulumi up`) before a destroy."""
     labels: NotRequired[dict[str, str]]
-    """GCP resource labels added to every resource."""
+    """GCP resource labels added to the cluster and its node pools."""
     network: NotRequired[NetworkConfig]
     """VPC settings."""
     cluster: NotRequired[ClusterSettings]

@@ -50,7 +50,7 @@ WORKLOADS = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 EVENTS = f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"
 
-# GKE repairs a failed TPU host in up to about 10 minutes (research §1.3); the scenario repairs after this many
+# GKE repairs a failed TPU host in up to about 10 minutes (GKE's auto-repair); the scenario repairs after this many
 # seconds so that a run fits CI. The reconciler must bring the JobSet back well before; without it the JobSet
 # waits for the repair, so its recovery is this plus its restart. It is also past the time kube-controller-manager's
 # pod garbage collector takes to remove a deleted node's pods (40 s of quarantine, a 20 s period): a node created

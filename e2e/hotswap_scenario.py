@@ -63,8 +63,8 @@ class Mode(StrEnum):
     OFF = "off"
     """Nothing but Kueue, JobSet and kube-scheduler: the JobSet waits for the repair."""
     SCHEDULER_ASSISTED = "scheduler-assisted"
-    """GKE's documented pattern beside ours (the stack's `hotswap.mode: scheduler-assisted`): TPU tiers preempt
-    lower ones through kube-scheduler, pod by pod, and the reconciler completes each eviction through Kueue."""
+    """GKE's documented pattern (the stack's `hotswap.mode: scheduler-assisted`): TPU tiers preempt lower ones
+    through kube-scheduler, pod by pod, and the reconciler completes each eviction through Kueue."""
 
 
 # The 4x4 pool of the dev stack, resized to the fake fleet's four 4x4 slices (e2e/nodes.py default_fleet), so

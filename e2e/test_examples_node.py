@@ -1,4 +1,4 @@
-"""The TypeScript example runs as its README says, from its own directory (issue 38, item 4).
+"""The TypeScript example runs as its README says, from its own directory.
 
 Here rather than in `make test`: it needs the npm registry (`npm ci`) and Go (the SDK generator, `e2e/go/gen-sdk`,
 which `make e2e-tools` builds into the e2e tool cache). No cluster.

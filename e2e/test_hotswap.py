@@ -1,4 +1,4 @@
-"""GKE's hotswap scenario on real Kueue v0.19.2, JobSet v0.12.0 and kube-controller-manager v1.35.4 (issue 33).
+"""GKE's hotswap scenario on real Kueue v0.19.2, JobSet v0.12.0 and kube-controller-manager v1.35.4.
 
 The dev stack's objects (Kueue configuration through its chart, tiers, queues, admission policy, the reconciler's
 RBAC and ConfigMap) are applied with its 4x4 pool sized to the fake fleet's four slices. Two 1-slice and one
@@ -101,7 +101,7 @@ def test_the_reconciler_moves_the_jobset_to_healthy_slices_before_the_repair(sce
     # Every host of the failed slice was tainted while it was down, and the taint was lifted after the repair.
     assert "sliceQuarantined" in marks and marks["sliceQuarantined"] < marks["repaired"], result
     assert "quarantineLifted" in marks, result
-    # The reconciler wrote spec.active=false on the victims' real Workloads and said so (issue 32): one
+    # The reconciler wrote spec.active=false on the victims' real Workloads and said so: one
     # HotswapVictimHeld Event per victim JobSet, none about the preemptor.
     assert "victimHeld" in result["timelineSeconds"], result
     held = {e.get("regarding", {}).get("name", "") for e in scenario.events if e.get("reason") == "HotswapVictimHeld"}

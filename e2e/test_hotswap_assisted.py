@@ -1,4 +1,4 @@
-"""GKE's documented hotswap pattern beside ours, on the same real controllers and script (issue 33, item 3).
+"""GKE's documented hotswap pattern beside the reconciler's, on the same real controllers and script.
 
 The dev stack with `hotswap.mode: scheduler-assisted`: the TPU tiers' PriorityClasses preempt lower ones
 (`PreemptLowerPriority`), so kube-scheduler itself evicts low-priority pods for the restarted high-priority JobSet,

@@ -1,10 +1,10 @@
 """Build the local control plane's programs from their upstream Go modules, pinned, cached outside the tree.
 
-Each tool is a Go module of ours under `e2e/go/<name>/` whose `go.mod`/`go.sum` pin one upstream release. The
+Each tool is a Go module of this repository under `e2e/go/<name>/` whose `go.mod`/`go.sum` pin one upstream release. The
 binaries land in a cache directory keyed by everything that decides their bytes (go.mod, go.sum, packages, link
-flags, Go version, a `main.go` of ours), so a second run with the same pins reuses them and a changed pin rebuilds
-only that tool. Besides the control plane and the Pulumi engine it builds `gen-sdk`, the TypeScript example's SDK
-generator (tools/node_program.py).
+flags, Go version, a `main.go` of this repository), so a second run with the same pins reuses them and a changed
+pin rebuilds only that tool. Besides the control plane and the Pulumi engine it builds `gen-sdk`, the TypeScript
+example's SDK generator (tools/node_program.py).
 
     python -m e2e.toolchain build [TOOL ...]   build what is missing, print where each binary is
     python -m e2e.toolchain path TOOL          print the directory holding TOOL's binaries (after build)
@@ -68,7 +68,7 @@ def _kube_stamp(version: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class GoTool:
-    """One upstream program (or several from one release) built from a Go module of ours."""
+    """One upstream program (or several from one release) built from a Go module of this repository."""
 
     name: str
     version: str
@@ -94,7 +94,7 @@ class GoTool:
         return digest.hexdigest()[:16]
 
     def _own_source(self) -> list[bytes]:
-        """Our code in the build (a main package of our own, the prepare step), which decides the bytes too."""
+        """This repository's code in the build (a main package, the prepare step), which decides the bytes too."""
         main_go = self.module_dir / "main.go"
         if self.prepare is not None:
             return [main_go.read_bytes(), self.prepare.__qualname__.encode()]

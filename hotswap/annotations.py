@@ -1,4 +1,4 @@
-"""Annotation keys and value codecs for the reconciler's persisted state (research B.9).
+"""Annotation keys and value codecs for the reconciler's persisted state (on the objects: a restart resumes it).
 
 State lives only in annotations: on a held victim Workload (who holds it, since when, how often), and on a
 preemptor Workload (its open operation). Everything else is recomputed from the snapshot each pass.
@@ -102,7 +102,7 @@ class AnnotationKeys:
         """NoSchedule taint the reconciler puts on every host of a Suspect or Unhealthy slice while it stays so.
 
         A multi-host slice runs nothing while one host is down, yet kube-scheduler sees its surviving hosts as
-        free and places a restarted JobSet there (found on real controllers, issue 33): the taint keeps new
+        free and places a restarted JobSet there (found on real controllers by `make e2e`): the taint keeps new
         pods on slices that can run them. Never a health signal itself (the planner tolerates it)."""
         return f"{self.domain}/unhealthy-slice"
 

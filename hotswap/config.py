@@ -49,14 +49,14 @@ Duration = Annotated[timedelta, BeforeValidator(_parse_duration)]
 
 
 class Mode(StrEnum):
-    """Which component is the preemption authority (research B.2)."""
+    """Which component preempts TPU work: the reconciler alone, or kube-scheduler with the reconciler completing."""
 
     RECONCILER = "reconciler"
     SCHEDULER_ASSISTED = "scheduler-assisted"
 
 
 class Scope(StrEnum):
-    """Where a preemptor may take victims from (research B.10)."""
+    """Where a preemptor may take victims from: its ClusterQueue, its cohort, or the whole cluster."""
 
     CLUSTER_QUEUE = "ClusterQueue"
     COHORT = "Cohort"
@@ -79,7 +79,7 @@ def _duration(minimum: timedelta, maximum: timedelta, default: timedelta, descri
 
 
 class FastFailConfig(BaseModel):
-    """Opt-in force-failing of a preemptor's pods stuck on unreachable nodes (research B.6.3)."""
+    """Opt-in force-failing of a preemptor's pods stuck on unreachable nodes, before the taint manager evicts them."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
@@ -96,7 +96,7 @@ class FastFailConfig(BaseModel):
 
 
 class LeaderElectionConfig(BaseModel):
-    """Lease-based leader election so only one replica writes (invariant I11)."""
+    """Lease-based leader election so only one replica writes."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
@@ -145,7 +145,12 @@ class HotswapConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
-    mode: Mode = Field(default=Mode.RECONCILER, description="Preemption authority (research B.2).")
+    mode: Mode = Field(
+        default=Mode.RECONCILER,
+        description="Who preempts TPU work: `reconciler` (the reconciler alone, whole JobSets through Kueue) or "
+        "`scheduler-assisted` (kube-scheduler preempts pods by priority; the reconciler completes whole-slice "
+        "evictions). The platform sets it from `hotswap.mode`.",
+    )
     scope: Scope = Field(
         default=Scope.COHORT,
         description="Victims must share the preemptor's ClusterQueue, its cohort, or just the cluster.",
@@ -154,7 +159,7 @@ class HotswapConfig(BaseModel):
         timedelta(0),
         timedelta(minutes=30),
         timedelta(seconds=20),
-        "A slice is Unhealthy only after a bad condition has lasted this long (filters flaps, A1).",
+        "A slice is Unhealthy only after a bad condition has lasted this long (a flapping condition triggers nothing).",
     )
     confirmed_unhealthy_grace: Duration = _duration(
         timedelta(0),
@@ -168,7 +173,7 @@ class HotswapConfig(BaseModel):
         timedelta(0),
         timedelta(hours=2),
         timedelta(seconds=120),
-        "A slice is Healthy again only after all its nodes have been good this long (A9); until then it is "
+        "A slice is Healthy again only after all its nodes have been good this long; until then it is "
         "Recovering: no preemptor is sent there, but a held victim may go back onto it (a flap costs it only what "
         "it ran since its restart).",
     )
@@ -256,7 +261,9 @@ class HotswapConfig(BaseModel):
         "A rung switch whose JobSet Kueue has not suspended this long after the hold is given up: the Workload is "
         "reactivated as it was.",
     )
-    fast_fail: FastFailConfig = Field(default_factory=FastFailConfig, description="Opt-in fast-fail (B.6.3).")
+    fast_fail: FastFailConfig = Field(
+        default_factory=FastFailConfig, description="Opt-in fast-fail of pods stuck on unreachable nodes."
+    )
     eviction_timeout: Duration = _duration(
         timedelta(seconds=10),
         timedelta(hours=2),
@@ -267,20 +274,20 @@ class HotswapConfig(BaseModel):
         timedelta(minutes=1),
         timedelta(days=7),
         timedelta(hours=6),
-        "Backstop: a held victim is released after this long whatever else holds (I10).",
+        "Backstop: a held victim is released after this long whatever else holds.",
     )
     release_settle: Duration = _duration(
         timedelta(0),
         timedelta(hours=1),
         timedelta(minutes=5),
         "After a release the victim's demand stays booked this long (or until its pods run) so the same free "
-        "slices are not promised to several victims (E5).",
+        "slices are not promised to several victims.",
     )
     max_holds_per_window: int = Field(
         default=3, ge=1, le=100, description="A Workload held this many times within holdWindow is protected."
     )
     hold_window: Duration = _duration(
-        timedelta(minutes=1), timedelta(days=30), timedelta(hours=24), "Window for maxHoldsPerWindow (I12)."
+        timedelta(minutes=1), timedelta(days=30), timedelta(hours=24), "Window for maxHoldsPerWindow."
     )
     release_on_preemptor_gone: ReleaseOnPreemptorGone = Field(
         default=ReleaseOnPreemptorGone.CAPACITY,

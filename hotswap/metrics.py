@@ -1,4 +1,4 @@
-"""Prometheus metrics of the hotswap reconciler (names follow hotswap-research B.11)."""
+"""Prometheus metrics of the hotswap reconciler (every name prefixed `hotswap_`)."""
 
 from __future__ import annotations
 

@@ -181,7 +181,7 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class DepartedPod:
-    """A JobSet pod that disappeared recently, remembered by the I/O layer for infra attribution (B.3 (a)).
+    """A JobSet pod that disappeared recently, remembered by the I/O layer for infra attribution.
 
     JobSet restarts delete the failed attempt's pods; without this memory the planner could not tell that a
     restarting JobSet was knocked off an unhealthy slice. Keep entries for `attributionWindow`.
@@ -313,7 +313,7 @@ class ClusterQueue:
     """`spec.cohortName`."""
     uses_tas: bool = False
     """A flavor with a Topology whose lowest level is `kubernetes.io/hostname`: Kueue handles node failures
-    for these workloads itself, so the reconciler leaves them alone (B.2, F5)."""
+    for these workloads itself, so the reconciler leaves them alone."""
     reclaim_any: bool = False
     """`spec.preemption.reclaimWithinCohort: Any`: a workload of this queue that fits its nominal quota makes
     Kueue evict borrowing workloads of other queues in the cohort irrespective of priority."""

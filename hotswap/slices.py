@@ -1,4 +1,4 @@
-"""Group TPU nodes into slices (one GKE node pool = one slice) and classify each slice's health (B.3).
+"""Group TPU nodes into slices (one GKE node pool = one slice) and classify each slice's health.
 
 A multi-host slice is all-or-nothing, so one bad host makes the whole slice Unhealthy. Bad conditions must
 last `unhealthyGrace` before they count (A1), or `confirmedUnhealthyGrace` once a JobSet pod on the slice has

@@ -104,8 +104,9 @@ def test_the_fleet_manager_kueue_values_carry_the_multikueue_configuration(stack
     assert jobset["controller"]["nodeSelector"] == {}
 
 
-def test_the_values_before_issue_10_are_caught() -> None:
-    """The JobSet values we used to pass: `image.registry` is not a value of this chart; the image is Docker Hub's."""
+def test_values_the_jobset_chart_does_not_have_are_caught() -> None:
+    """The JobSet values a stack must not pass: `image.registry` is not a value of this chart (the image would be
+    Docker Hub's)."""
     old = {
         "image": {"registry": "registry.k8s.io", "repository": "jobset/jobset", "tag": "v0.12.0"},
         "controller": {"nodeSelector": {"a": "b"}},
@@ -128,7 +129,7 @@ def test_the_scanner_sees_leaf_and_subtree_reads() -> None:
     assert not kueue.is_read(("controllerManager", "replicas", "max"))
     assert cv.unread_values({"controller": {"priorityClassName": "x"}}, jobset) == ["controller.priorityClassName"]
     assert cv.type_mismatches({"controller": {"replicas": "2"}}, jobset) == [
-        "controller.replicas: we pass a string, the chart's default is a number"
+        "controller.replicas: the stack passes a string, the chart's default is a number"
     ]
 
 

@@ -78,7 +78,7 @@ def test_plugin_requirements_are_the_package_runtime_dependencies() -> None:
 
 
 def test_the_plugin_entry_point_runs_the_checkout_without_the_package_installed(tmp_path: Any) -> None:
-    """The host runs `python components/` in a virtualenv of components/requirements.txt only: our package is not
+    """The host runs `python components/` in a virtualenv of components/requirements.txt only: this package is not
     installed there, and the folder it puts on sys.path holds a platform.py beside the standard library's."""
     import subprocess
     import sys

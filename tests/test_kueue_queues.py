@@ -332,7 +332,7 @@ def test_controllers_run_above_every_tier_with_a_class_gke_admits_outside_kube_s
 
 
 def test_cluster_queues_reclaim_within_cohort_only_from_lower_priority_by_default() -> None:
-    """Issue 11.5: with `Any`, Kueue evicts borrowing workloads of the cohort irrespective of priority, so a victim
+    """With `Any`, Kueue evicts borrowing workloads of the cohort irrespective of priority, so a victim
     the hotswap reconciler releases could evict the high-priority JobSet it was held for."""
     from gke_tpu_priority.components.config.queues import ClusterQueueSpec, ReclaimWithinCohort
 

@@ -1,4 +1,4 @@
-"""See hotswap happen (issue 38, item 6): the preview renders a PodMonitoring, alerting rules and a Grafana
+"""See hotswap happen: the preview renders a PodMonitoring, alerting rules and a Grafana
 dashboard for the reconciler; the dashboard JSON loads, every expression parses with a PromQL parser, and every
 metric it names is one the reconciler exports."""
 

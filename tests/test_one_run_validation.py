@@ -1,4 +1,4 @@
-"""One run reports every mistake it can (issue 38, item 2): field mistakes and the cross-field checks that can be
+"""One run reports every mistake it can: field mistakes and the cross-field checks that can be
 judged on the fields that are valid come together, so five mistakes of different kinds take one run, not three.
 A check that needs a field that failed is left out rather than judged on a default the user never chose."""
 

@@ -1,4 +1,4 @@
-"""The reconciler image's build inputs, checked without Docker (issue 38 item 5): a base image taken only by digest
+"""The reconciler image's build inputs, checked without Docker: a base image taken only by digest
 from hotswap/base-image.lock, dependencies installed only from a hash-pinned lock of the `[hotswap]` extra, a
 non-root user, and one version for the package, the image tag, the component schema, the CHANGELOG and the docs."""
 

@@ -1,4 +1,4 @@
-"""The reconciler's `patch nodes` is narrowed to its own quarantine taint by an admission policy (issue 33: the
+"""The reconciler's `patch nodes` is narrowed to its own quarantine taint by an admission policy (the
 taint keeps restarted JobSets off a failed slice's surviving hosts). Whatever else it would change on a node is
 refused; anyone else's node updates are not this policy's business."""
 
@@ -50,7 +50,7 @@ def test_the_reconciler_may_add_and_remove_its_taint() -> None:
     [
         pytest.param(node(), node(GKE_TAINT), id="removes-gke-taint"),
         pytest.param(node(GKE_TAINT, {"key": "other", "effect": "NoSchedule"}), node(GKE_TAINT), id="adds-other"),
-        pytest.param(node(GKE_TAINT, {"key": KEY, "effect": "NoExecute"}), node(GKE_TAINT), id="ours-noexecute"),
+        pytest.param(node(GKE_TAINT, {"key": KEY, "effect": "NoExecute"}), node(GKE_TAINT), id="own-key-noexecute"),
         pytest.param(node(GKE_TAINT, unschedulable=True), node(GKE_TAINT), id="cordons"),
         pytest.param(node(GKE_TAINT, team="x"), node(GKE_TAINT), id="relabels"),
     ],

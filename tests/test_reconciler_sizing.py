@@ -1,4 +1,4 @@
-"""Issue 35 item 3: the reconciler's default resources follow the fleet, as Kueue's and JobSet's do."""
+"""The reconciler's default resources follow the fleet, as Kueue's and JobSet's do."""
 
 from __future__ import annotations
 

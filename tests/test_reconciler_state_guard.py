@@ -1,4 +1,4 @@
-"""Only the reconciler writes its state on Workloads (issue 36, item 3): a forged hold or operation annotation is
+"""Only the reconciler writes its state on Workloads: a forged hold or operation annotation is
 refused by the API server, whoever else sends it, whatever RBAC they have."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""What a release needs, checked offline (issue 38, items 4 and 5): the declared license's text, a changelog, a
-build backend that can read the license expression, examples installing this checkout, and provider majors the
-examples share with the package."""
+"""What a release needs, checked offline: the declared license's text, a changelog section for the version, one
+version everywhere it is written, a build backend that can read the license expression, examples installing this
+checkout, and provider majors the examples share with the package."""
 
 from __future__ import annotations
 
@@ -29,7 +29,17 @@ def test_the_build_backend_reads_an_spdx_license() -> None:
 
 def test_the_changelog_names_the_current_version() -> None:
     text = (PROJECT_ROOT / "CHANGELOG.md").read_text()
-    assert f"## {PYPROJECT['project']['version']}" in text
+    assert re.search(rf"^## {re.escape(PYPROJECT['project']['version'])}( |$)", text, re.M)
+
+
+def test_the_version_is_the_same_everywhere_it_is_written() -> None:
+    import yaml
+
+    version = PYPROJECT["project"]["version"]
+    pack = yaml.safe_load((PROJECT_ROOT / "policies/PulumiPolicy.yaml").read_text())
+    schema = json.loads((PROJECT_ROOT / "components/schema.json").read_text())
+    assert pack["version"] == version
+    assert schema["version"] == version
 
 
 def test_python_examples_install_this_checkout() -> None:

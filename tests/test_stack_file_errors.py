@@ -1,5 +1,5 @@
-"""A stack file that is not YAML ends the preview in one line, `file:line:column: problem`, exit 2 (issue 38,
-item 2): no traceback, and the file named the way an editor can open it."""
+"""A stack file that is not YAML ends the preview in one line, `file:line:column: problem`, exit 2: no
+traceback, and the file named the way an editor can open it."""
 
 from __future__ import annotations
 

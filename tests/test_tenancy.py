@@ -1,4 +1,4 @@
-"""Teams (issue 36): entitlements validated like every setting, written where every front end reads them, and a
+"""Teams: entitlements validated like every setting, written where every front end reads them, and a
 least-privilege team role bound in the team namespaces. The prod stack declares two teams."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TPU pool zones are checked against the zones Google documents for TPU v6e (issue 38 item 2): a zone that does
+"""TPU pool zones are checked against the zones Google documents for TPU v6e: a zone that does
 not exist or does not offer v6e is refused with the field, the value and the zones allowed in that region (or all),
 and `additionalTpuZones` admits a zone the table does not know yet."""
 

@@ -1,5 +1,5 @@
 """`python -m tools.upstream_bump`: moving the Kueue/JobSet pins to a new release rewrites the lock (new tag, commit,
-paths, digests), every pin site, and lists what it could not do (issue 38 item 5). Offline: a fake download and a
+paths, digests), every pin site, and lists what it could not do. Offline: a fake download and a
 fake commit look-up stand in for GitHub."""
 
 from __future__ import annotations

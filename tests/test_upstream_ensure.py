@@ -1,4 +1,4 @@
-"""`make test` on a fresh clone gets the reference data itself, or says in one line what to run (issue 38, item 7)."""
+"""`make test` on a fresh clone gets the reference data itself, or says in one line what to run."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ same `gke_tpu_priority.hotswap` package: one installs one of the two. Their only
 - the operator's distribution installs without Pulumi or any provider, and `kubectl-hotswap` runs;
 - with the `[hotswap]` extra, `kubectl-hotswap release-all --help` and `status --help` run; without it, a command
   that needs a cluster says what to install;
-- beside a Pulumi program that has `components` and `policies` packages of its own, the program previews with our
-  components and still imports its own packages.
+- beside a Pulumi program that has `components` and `policies` packages of its own, the program previews with this
+  package's components and still imports its own packages.
 
 The builds download the build backend and every dependency from the package index and take minutes (3 min
 measured on a shared 2-core machine with a warm pip cache), so `make test` skips them; `.ci/run` runs them with
@@ -193,7 +193,7 @@ def test_the_built_wheel_with_the_hotswap_extra_runs_the_operator_commands(built
     assert module.returncode == 0 and "usage: kubectl hotswap release-all" in module.stdout
 
 
-# A user's Pulumi program with packages named like ours: Pulumi puts the program's folder first on sys.path.
+# A user's Pulumi program with packages named like this package's: Pulumi puts the program's folder first on sys.path.
 USER_PROGRAM = """
 import json
 import sys

@@ -3,7 +3,7 @@
 Air-gapped and mirrored GKE platforms cannot pull `oci://registry.k8s.io/...`; they give a mirror's OCI reference or
 a chart vendored beside the stack (a directory or a packaged `.tgz`). A local chart is checked here, at validation
 time, for what would otherwise surface mid-`pulumi up`: that it exists, is a Helm chart of the expected name, and
-is the release the stack's `version` pins (the controller image, the CRDs and our restatements all assume it).
+is the release the stack's `version` pins (the controller image, the CRDs and the restated webhook rules all assume it).
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from gke_tpu_priority.components.config.charts import ChartSource, chart_source,
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
-# v1beta2 is Kueue's storage version from v0.16; older releases reject or down-convert our objects.
+# v1beta2 is Kueue's storage version from v0.16; older releases reject or down-convert the objects the package emits.
 MIN_KUEUE = (0, 16, 0)
-# JobSet's priority-scoped exclusive placement and the failure-policy rules we emit need v0.11+.
+# JobSet's priority-scoped exclusive placement and the failure-policy rules the package emits need v0.11+.
 MIN_JOBSET = (0, 11, 0)
 
 

@@ -54,7 +54,9 @@ class PlatformConfig(ConfigModel):
             "protection and node pool `deletionPolicy: PREVENT`. Turn off (and `pulumi up`) before a destroy."
         ),
     )
-    labels: dict[str, str] = Field(default_factory=dict, description="GCP resource labels added to every resource.")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="GCP resource labels added to the cluster and its node pools."
+    )
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="VPC settings.")
     cluster: ClusterSettings = Field(default_factory=ClusterSettings, description="GKE cluster settings.")
     system_pool: SystemPool = Field(default_factory=SystemPool, description="The non-TPU system node pool.")

@@ -73,7 +73,7 @@ IMMUTABLE: dict[str, ImmutableFields] = {
         (), "core API: no immutable field"
     ),
     # --- GKE Managed Service for Prometheus (hotswap.monitoring) -----------------------------------------------
-    # Its CRDs are GKE's and not pinned here; their schemas declare no `self == oldSelf` rule we know of.
+    # Its CRDs are GKE's and not pinned here; their schemas declare no `self == oldSelf` rule known here.
     type_token("monitoring.googleapis.com/v1", "PodMonitoring"): ImmutableFields(
         (), "GKE Managed Prometheus: no immutable field known (CRD not pinned)"
     ),

@@ -82,7 +82,7 @@ def kueue_values(config: PlatformConfig) -> dict[str, Any]:
                 },
                 "resources": controller_resources(fleet_slices(config)),
                 # Admission stops when Kueue is down; keep it above every workload tier. (GKE admits the
-                # system-*-critical classes only in kube-system, hence a class of our own.)
+                # system-*-critical classes only in kube-system, hence a class of the platform's own.)
                 "priorityClassName": CONTROLLERS_PRIORITY_CLASS,
             },
             "nodeSelector": system_node_selector(config),

@@ -129,7 +129,7 @@ def cluster_role(config: PlatformConfig) -> dict[str, Any]:
         rules.append({"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]})
         rules.append({"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["delete"]})
     if fast_fail_enabled(config):
-        # Opt-in fast-fail of a preemptor's pods stuck on unreachable nodes (research B.6.3).
+        # Opt-in fast-fail of a preemptor's pods stuck on unreachable nodes (opt-in: `fastFail.enabled`).
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]})
         rules.append({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]})
     return {
@@ -156,7 +156,7 @@ def lease_role(config: PlatformConfig) -> dict[str, Any]:
         "kind": "Role",
         "metadata": meta(f"{APP}-leader-election", config.hotswap.namespace),
         "rules": [
-            # `create` cannot be limited by name; get/update only touch our own Lease.
+            # `create` cannot be limited by name; get/update only touch the reconciler's own Lease.
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
             {
                 "apiGroups": ["coordination.k8s.io"],

@@ -11,11 +11,11 @@ Each action is exactly one conditional write (plus, for opt-in fast-fail, a dele
   one the planner saw, not already done...), and the write is
   retried a bounded number of times; otherwise it is dropped and the next pass re-plans;
 * writes go through a token bucket, and each is fenced by a leadership check right before it is sent;
-* a node's quarantine taint is one merge patch of ``spec.taints`` (the list read, with only ours added or
+* a node's quarantine taint is one merge patch of ``spec.taints`` (the list read, with only the reconciler's added or
   removed) conditional on the node's resourceVersion, re-read on a conflict.
 
 The actuator never deletes JobSets, never touches a JobSet's ``spec.suspend`` and never writes Kueue-owned
-status. Pod status and deletion are used only for opt-in fast-fail (B.6.3). A rung switch (``spotRungSwitch``) is
+status. Pod status and deletion are used only for opt-in fast-fail. A rung switch (``spotRungSwitch``) is
 the one write to a JobSet and the one Workload deletion: a JSON patch adding one nodeSelector key to a suspended
 JobSet's TPU pod templates (conditional on its uid and ``spec.suspend``), then the deletion of its held Workload,
 conditional on uid and resourceVersion, which Kueue recreates from the pinned template.
@@ -219,7 +219,7 @@ class WorkloadChecks:
             raw = annotations.get(action.key)
             found = OpRecord.decode(raw) if isinstance(raw, str) else None
             if found != action.seen:
-                # Another pass (or replica) rewrote the record since this plan's snapshot: writing ours would
+                # Another pass (or replica) rewrote the record since this plan's snapshot: writing this plan's would
                 # name a different victim set while the other's victims stay held. Drop it; the next pass
                 # re-plans from what is recorded.
                 return _Abandon(f"operation record changed since the plan (now {found.op_id if found else 'none'})")
@@ -296,8 +296,8 @@ async def read_taint_patch(
     core: client.CoreV1Api, api: client.ApiClient, name: str, key: str, present: bool
 ) -> JsonObj | None:
     """Read the node and return the merge patch that adds or removes the quarantine taint `key` under the read
-    resourceVersion (a merge patch replaces `spec.taints` whole, so the list sent is the one read with ours
-    changed); None if nothing changes. Raises the API's errors (404 when the node is gone)."""
+    resourceVersion (a merge patch replaces `spec.taints` whole, so the list sent is the one read with the
+    reconciler's taint changed); None if nothing changes. Raises the API's errors (404 when the node is gone)."""
     node = await core.read_node(name, _request_timeout=REQUEST_TIMEOUT)
     taints = [api.sanitize_for_serialization(t) for t in (node.spec.taints or [])]
     body = quarantine_taints(taints, key, present)
@@ -463,7 +463,7 @@ class Actuator:
     async def _taint_node(self, action: TaintNode) -> Outcome:
         """Add or remove the quarantine taint: read, change only that taint, write under the read resourceVersion.
 
-        A merge patch replaces `spec.taints` whole, so the list sent is the one read with ours added or removed;
+        A merge patch replaces `spec.taints` whole, so the list sent is the one read with the taint added or removed;
         on a conflict (the node lifecycle controller or GKE changed taints meanwhile) it is read again."""
         ref = action.node
         try:
@@ -498,8 +498,9 @@ class Actuator:
         """Pin the suspended JobSet's TPU pod templates, then delete its held Workload for Kueue to recreate.
 
         Both steps re-read what they change and are conditional on it: the Workload must still be the held one of
-        this switch (same uid, inactive, our annotation), the JobSet the same and suspended. A pin already in place
-        is not sent again, so a pass that finds the Workload still there after a lost delete just deletes it."""
+        this switch (same uid, inactive, the reconciler's annotation), the JobSet the same and suspended. A pin
+        already in place is not sent again, so a pass that finds the Workload still there after a lost delete just
+        deletes it."""
         wl_ref, js_ref = action.workload, action.jobset
         keys = self._checks.keys
         try:

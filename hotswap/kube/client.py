@@ -12,10 +12,10 @@ here; kopf brings its own framework and peering model, which is not leader elect
 Two deliberate departures from the convenience layers of that library:
 
 * watches and lists use the generated functions with ``_preload_content=False`` and parse JSON
-  ourselves (see :mod:`hotswap.kube.informer`), because the bundled ``Watch`` helper deserialises every
+  in this package (see :mod:`hotswap.kube.informer`), because the bundled ``Watch`` helper deserialises every
   event into typed models, creates its own default-configured ``ApiClient``, retries a 410 with the
   same resourceVersion, and reads lines with aiohttp's ``readline`` which rejects lines above 128 KiB;
-* leader election is our own (:mod:`hotswap.kube.leader`): the library's ``leaderelection`` package is
+* leader election is this package's own (:mod:`hotswap.kube.leader`): the library's ``leaderelection`` package is
   a port of the sync one, whose config validation calls ``sys.exit``.
 """
 

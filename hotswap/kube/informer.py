@@ -304,7 +304,7 @@ def api_exception(status: int, reason: str, headers: Any) -> ApiException:
 
 
 def retry_after(exc: BaseException, cap: float = 600.0) -> float:
-    """Seconds the server asked us to wait (``Retry-After`` on a 429 or 5xx, in seconds), else 0."""
+    """Seconds the server asked the client to wait (``Retry-After`` on a 429 or 5xx, in seconds), else 0."""
     headers = getattr(exc, "headers", None)
     value = headers.get("Retry-After") if headers is not None else None
     try:

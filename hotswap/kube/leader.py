@@ -4,7 +4,7 @@ Same protocol as client-go's ``leaderelection``: a candidate takes the Lease whe
 the holder renews it every ``retry_period``, and every write is an optimistic-concurrency PUT (a stale
 resourceVersion gets 409, so exactly one candidate wins a race). Expiry is judged on the local monotonic
 clock from when *this* process last saw the record change, never by comparing the holder's timestamps
-with our wall clock, so clock skew between nodes cannot make two leaders.
+with this replica's wall clock, so clock skew between nodes cannot make two leaders.
 
 The leader is *fenced*: :meth:`LeaderElector.is_leader` turns False as soon as the last successful renewal
 is older than ``renew_deadline`` (< lease duration), even before the renew loop notices, and the

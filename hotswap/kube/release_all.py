@@ -49,7 +49,7 @@ def _annotations(obj: JsonObj) -> dict[str, Any]:
 
 
 def release_patch(obj: JsonObj, keys: AnnotationKeys) -> JsonObj | None:
-    """The one write that undoes our state on ``obj``; None if it carries none."""
+    """The one write that undoes the reconciler's state on ``obj``; None if it carries none."""
     annotations = _annotations(obj)
     if annotations.get(keys.held_by):
         removals = dict.fromkeys(k for k in (*keys.victim_hold_keys(), keys.op) if k in annotations)

@@ -74,7 +74,7 @@ async def release_if_removed(
     if not known or not being_removed(deployment):
         return None
     log.info("reconciler is being removed; releasing every hold", extra={"deployment": f"{namespace}/{name}"})
-    # Every namespace, as `kubectl hotswap release-all` does: a hold made before `namespaces` shrank is ours too.
+    # Every namespace, as `kubectl hotswap release-all` does: a hold from before `namespaces` shrank counts too.
     report = await release_all(api, keys, (), dry_run=dry_run)
     log.info(
         "released on removal",

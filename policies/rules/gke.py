@@ -202,7 +202,7 @@ GKE_NODE_POOL_SHIELDED = _node_pool_rule(
     "gcp-container-nodepool-enable-secure-boot",
     "Node pools should enable Secure Boot and keep integrity monitoring on.",
     check_shielded_nodes,
-    # Advisory: Secure Boot on ct6e TPU VMs is not yet verified on a real pool (security research a.1 #5).
+    # Advisory: Secure Boot on ct6e TPU VMs is not yet verified on a real pool.
     level="advisory",
     severity="medium",
     tags=("gke", "cis"),

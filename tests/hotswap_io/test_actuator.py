@@ -158,7 +158,7 @@ async def test_release_after_conflict_of_an_already_released_workload_is_a_noop(
     api: FakeApiServer, make_client: ClientFactory
 ) -> None:
     held = seed_workload(api, "low", {KEYS.held_by: "x", KEYS.op_id: "op-1"}, active=False)
-    # Someone (e.g. release-all) released it after our snapshot.
+    # Someone (e.g. release-all) released it after the reconciler's snapshot.
     api.patch(
         WORKLOADS,
         "low",
@@ -374,7 +374,7 @@ async def test_hold_of_a_workload_kueue_evicted_meanwhile_is_abandoned(
 async def test_hold_of_a_workload_kueue_is_evicting_is_abandoned(
     api: FakeApiServer, make_client: ClientFactory
 ) -> None:
-    """Kueue keeps Admitted and QuotaReserved True while an evicted Workload still has active pods (issue 11.4):
+    """Kueue keeps Admitted and QuotaReserved True while an evicted Workload still has active pods:
     Evicted=True alone says Kueue is already preempting it, so its slices must not be credited to an op."""
     low = seed_workload(api, "low")
     api.patch(
@@ -408,8 +408,8 @@ SEEN = OpRecord("op-1", 0, ("s1",), (f"{NS}/v",), since=NOW)
 async def test_record_op_after_a_conflict_never_overwrites_a_record_another_pass_wrote(
     api: FakeApiServer, make_client: ClientFactory
 ) -> None:
-    """Issue 11.3: the planner saw record `SEEN`; another pass (stale cache, or a replica) wrote a different
-    victim set meanwhile. Writing ours over it would leave the other pass's victims held besides ours."""
+    """The planner saw record `SEEN`; another pass (stale cache, or a replica) wrote a different
+    victim set meanwhile. Writing this pass's record over it would leave both passes' victims held."""
     high = seed_workload(api, "high", {KEYS.op: SEEN.encode()})
     other = OpRecord("op-1", 0, ("s1", "s2"), (f"{NS}/v", f"{NS}/w"), since=NOW)
     api.patch(WORKLOADS, "high", {"metadata": {"annotations": {KEYS.op: other.encode()}}}, NS)

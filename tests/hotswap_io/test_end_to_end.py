@@ -165,7 +165,7 @@ async def test_conflict_on_hold_rereads_and_retries_once(
     api = failed_cluster
     controller = await started(make_client, api)
     try:
-        # Kueue touches the victim's status between our snapshot and our write: our resourceVersion is stale.
+        # Kueue touches the victim's status between the snapshot and the write: the resourceVersion is stale.
         api.inject(Fault(verb="patch", resource=WORKLOADS, name=LOW, status=409, times=1))
         outcomes = await controller.reconcile_once()
         hold = next(o for o in outcomes if o.action.__class__.__name__ == "HoldVictim")
@@ -257,7 +257,7 @@ async def test_jobset_label_selector_limits_what_is_considered(
 async def test_held_workload_outside_the_configured_namespaces_is_released(
     api: FakeApiServer, make_client: ClientFactory
 ) -> None:
-    """Issue 11.8: `namespaces` shrank after `old/low` was held. Its JobSet is now outside the view, so no release
+    """`namespaces` shrank after `old/low` was held. Its JobSet is now outside the view, so no release
     rule (capacity, preemptor gone, maxHold) ever applied to it; the reconciler must still give it back."""
     base_cluster(api)
     js = jobset("low", 1, "p10")
@@ -290,7 +290,7 @@ async def test_held_workload_outside_the_configured_namespaces_is_released(
 async def test_dry_run_pass_log_and_metrics_say_why_a_jobset_is_not_considered(
     api: FakeApiServer, make_client: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Also (issue 11): a JobSet without the exclusive-topology annotation is never a victim or preemptor; the
+    """Also: a JobSet without the exclusive-topology annotation is never a victim or preemptor; the
     pass log (in --dry-run too) and the metrics say so instead of leaving the operator guessing."""
     base_cluster(api)
     add_slices(api, "v0")
@@ -367,7 +367,7 @@ async def test_the_failed_slice_is_quarantined_whole_and_lifted_after_its_repair
         assert all(w.body["metadata"]["resourceVersion"] for w in node_writes)
         assert controller.metrics.registry.get_sample_value("hotswap_quarantined_nodes") == 4
 
-        # The host comes back in place (not recreated): the unreachable taints go, ours stays until the next pass.
+        # The host comes back in place (not recreated): unreachable taints go, quarantine stays till the next pass.
         current = api.get(NODES, "p0-0")
         assert current is not None
         kept = [t for t in current["spec"]["taints"] if t["key"] != "node.kubernetes.io/unreachable"]

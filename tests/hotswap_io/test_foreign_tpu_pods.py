@@ -1,4 +1,4 @@
-"""Issue 35 item 4: a slice used by TPU work that is not a JobSet's is not spare.
+"""A slice used by TPU work that is not a JobSet's is not spare.
 
 Scenario of test_end_to_end (`high` loses a host of p0, `low` runs on v0) plus a healthy slice s0. Free, s0 covers
 `high`'s deficit and nobody is held. Used by a Kueue-admitted `batch/v1` Job's pods (no JobSet label, another

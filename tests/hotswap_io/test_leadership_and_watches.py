@@ -1,4 +1,4 @@
-"""Issue 35 item 6: leadership bounds writes, the Lease has its own client, releases do not wait for unrelated
+"""Leadership bounds writes, the Lease has its own client, releases do not wait for unrelated
 caches, watches spread their reconnects and honour Retry-After, and the node -> pool memory stays bounded."""
 
 from __future__ import annotations

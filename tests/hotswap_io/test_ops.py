@@ -124,7 +124,7 @@ async def test_release_all_reactivates_every_held_workload_once(api: FakeApiServ
         obj = api.get(WORKLOADS, name, NS)
         assert obj is not None and obj["spec"]["active"] is True
         assert obj["metadata"]["annotations"] == {KEYS.hold_count: "2"}
-    # Not ours: an inactive Workload without our annotation stays inactive.
+    # Not the reconciler's: an inactive Workload without its annotation stays inactive.
     assert api.get(WORKLOADS, "free", NS)["spec"]["active"] is False  # type: ignore[index]
     assert len(api.writes("ops")) == 3
     # Running it again is a no-op.

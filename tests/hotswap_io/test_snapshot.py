@@ -363,7 +363,7 @@ def _template_annotated(raw: dict[str, Any], annotations: dict[str, str]) -> dic
 @pytest.mark.parametrize(
     ("jobset_annotations", "template_annotations", "static"),
     [
-        ({EXCLUSIVE: "cloud.google.com/gke-nodepool"}, {NODE_SELECTOR: "true"}, True),  # issue 11.7
+        ({EXCLUSIVE: "cloud.google.com/gke-nodepool"}, {NODE_SELECTOR: "true"}, True),
         ({}, {EXCLUSIVE: "cloud.google.com/gke-nodepool", NODE_SELECTOR: "true"}, True),
         ({EXCLUSIVE: "cloud.google.com/gke-nodepool", NODE_SELECTOR: "true"}, {}, True),
         # JobSet copies its own node-selector annotation to the Jobs only with its own exclusive annotation.

@@ -1,4 +1,4 @@
-"""Issue 35 item 3: the caches keep only what the reconciler reads, and a pass converts nothing it converted before."""
+"""The caches keep only what the reconciler reads, and a pass converts nothing it converted before."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`policies.check` catches work that can never run (issue 38, item 3): a JobSet whose topology no flavor of its
+"""`policies.check` catches work that can never run: a JobSet whose topology no flavor of its
 queue selects, one that asks for more chips than its queue can ever be admitted with, and a quota smaller than one
 slice. Before these rules each of them printed "No violations"."""
 

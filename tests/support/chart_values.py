@@ -1,10 +1,10 @@
-"""What a Helm chart's templates read from ``.Values``, so tests can prove every value we pass is used.
+"""What a Helm chart's templates read from ``.Values``, so tests can prove every value the stack passes is used.
 
 Helm ignores values a chart never reads, so a misspelt or invented value (``image.registry`` on a chart that has
 none) fails silently at deploy time. This module scans a chart's templates (helpers included) for ``.Values``
 references and classifies each as a *leaf* read (``{{ .Values.a.b }}``) or a *subtree* read, where the whole
 mapping below it reaches the output (``toYaml .Values.a``, ``{{- with .Values.a }} ... toYaml .``, ``range``).
-A value we pass is *read* when its path is read as a leaf, or lies below a subtree read.
+A value the stack passes is *read* when its path is read as a leaf, or lies below a subtree read.
 
 It also renders the handful of ``image:`` lines (``"{{ .Values.x }}:{{ .Values.y | default .Chart.AppVersion }}"``)
 so tests can check which registry an image resolves to.
@@ -91,7 +91,7 @@ def _walk(values: Mapping[str, Any], prefix: Path_ = ()) -> Iterable[tuple[Path_
 
 
 def unread_values(values: Mapping[str, Any], reads: ChartReads) -> list[str]:
-    """Dotted paths of values we pass that no template reads (the outermost unread path of each subtree)."""
+    """Dotted paths of values the stack passes that no template reads (the outermost unread path of each subtree)."""
     unread: list[str] = []
     for path, value in _walk(values):
         if any(".".join(path).startswith(u + ".") for u in unread):
@@ -132,7 +132,9 @@ def type_mismatches(values: Mapping[str, Any], reads: ChartReads) -> list[str]:
         if default is None:
             continue
         if _kind(value) != _kind(default):
-            out.append(f"{'.'.join(path)}: we pass a {_kind(value)}, the chart's default is a {_kind(default)}")
+            out.append(
+                f"{'.'.join(path)}: the stack passes a {_kind(value)}, the chart's default is a {_kind(default)}"
+            )
     return out
 
 

@@ -29,7 +29,7 @@ from tests.support.crd_validation import (
 KUBERNETES_VERSION = "1.33"
 """Pinned Kubernetes minor the schemas come from (GKE regular channel at the time of writing)."""
 
-# Built-in kinds that are cluster-scoped; everything else we emit is namespaced.
+# Built-in kinds that are cluster-scoped; everything else the package emits is namespaced.
 CLUSTER_SCOPED_KINDS = frozenset(
     {
         "Namespace",

@@ -5,7 +5,7 @@ Every scenario runs under several seeds (identical event streams across policies
 contract figures under `scenarios.<name>.policies.<policy>` are pooled over the seeds (percentiles over all
 incidents, counts summed, rates averaged); `per_seed` keeps each seed's own figures so seed dependence shows.
 
-The policies are `none`, `scheduler` (GKE's pattern), `reconciler` (ours), `kueue-tas` (Kueue's native node hot
+The policies are `none`, `scheduler` (GKE's pattern), `reconciler` (the package's), `kueue-tas` (Kueue's native node hot
 swap), `hero` (CoreWeave's drain controller) and `hindsight` (a clairvoyant reference, no real system). Against
 hindsight, per scenario and policy (pooled over the seeds, and per seed):
 

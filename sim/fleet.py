@@ -26,7 +26,7 @@ from sim.runner import POLICIES
 from sim.simulator import Simulator
 
 FLEET_POLICIES = ("none", "scheduler", "reconciler")
-"""The policies the fleet benchmark runs: no preemption, GKE's pattern, ours. The others need nothing new from a
+"""The policies the fleet benchmark runs: no preemption, GKE's, the reconciler. The others need nothing new from a
 fleet and double the run time."""
 
 

@@ -213,7 +213,7 @@ CPU_TOLERATING_ALL = {**CPU_POD, "tolerations": [{"operator": "Exists"}]}
 CPU_ON_A_NODE = {**CPU_POD, "nodeName": "gke-tpu-prod-resv-4x4-0-abcd"}
 
 # What a member of one team with namespace-level rights would try, to get more TPU than entitled or to avoid
-# being evicted (issue 36). Each must be refused by every front end, for the rule named.
+# being evicted. Each must be refused by every front end, for the rule named.
 ATTACKS: list[tuple[str, dict[str, Any], set[str]]] = [
     ("attack-tier-above-entitlement", edit(jobset(), in_team_b), {"tpu-workload-tier-entitled"}),
     (

@@ -49,7 +49,7 @@ class ReleaseReason(StrEnum):
     """The held Workload's JobSet is no longer in the reconciler's view (`namespaces` or label selector
     changed, or the JobSet is gone): whatever it holds, it must always be able to give back (I10)."""
     REACTIVATED_EXTERNALLY = "reactivated-externally"
-    """Someone set `spec.active=true` on a held Workload: drop our hold annotations, don't fight (C11)."""
+    """Someone set `spec.active=true` on a held Workload: drop the reconciler's hold annotations, don't fight (C11)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,7 +111,7 @@ def _resolve(
         for uid in found.occupants:
             other = world.units.get(uid)
             if other is None:
-                refusals.append(f"{found.pool} is used by pods of {uid.removeprefix('foreign:')} outside our view")
+                refusals.append(f"{found.pool} is used by pods of {uid.removeprefix('foreign:')} outside its view")
                 continue
             wl = other.workload
             if other.held_by is not None or (wl is not None and wl.key in ledger.claimed):

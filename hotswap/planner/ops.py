@@ -302,7 +302,7 @@ def _intruders(
                 continue
             unit = world.units.get(uid)
             if unit is None:
-                refusals.append(f"{pool} is used by pods of {uid.removeprefix('foreign:')} outside our view")
+                refusals.append(f"{pool} is used by pods of {uid.removeprefix('foreign:')} outside its view")
                 continue
             wl = unit.workload
             if unit.held_by is not None or (wl is not None and wl.key in named):

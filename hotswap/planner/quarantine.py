@@ -4,7 +4,7 @@ A multi-host slice is all-or-nothing: with one host down the slice runs nothing,
 and look free to kube-scheduler. On real Kueue, JobSet and kube-scheduler a restarted high-priority
 JobSet was placed there every time, and waited for the repair although the reconciler had freed a healthy slice
 for it. Neither kube-scheduler nor JobSet's exclusive placement knows slice health, so the reconciler, which does,
-marks the slice. The taint is NoSchedule: pods already running there stay (a drain is Kueue's job, not ours).
+marks the slice. The taint is NoSchedule: pods already running there stay (a drain is Kueue's job).
 
 Pure: the taints follow from the slices' health in the snapshot, so a pass after a crash writes the same ones.
 """

@@ -285,7 +285,7 @@ class World:
     queues: dict[str, ClusterQueue] = field(default_factory=dict)
     """ClusterQueues by name."""
     stray_held: list[Workload] = field(default_factory=list)
-    """Workloads carrying our `held-by` (or `rung-switch`) annotation whose JobSet is not a unit: outside `namespaces`
+    """Workloads carrying the `held-by` (or `rung-switch`) annotation whose JobSet is not a unit: outside `namespaces`
     or the label selector (the configuration shrank), or gone. No rule can reason about them, so they are released
     (a rung switch given up)."""
     slice_failures: dict[str, list[datetime | None]] = field(default_factory=dict)
@@ -641,7 +641,7 @@ def _index_pods(
             found.exposed.add(owner)
         if pool is None or pod.phase in _TERMINAL:
             continue
-        # Pods of JobSets outside our view, and TPU pods of no JobSet (a `batch/v1` Job's, a bare pod: empty
+        # Pods of JobSets outside its view, and TPU pods of no JobSet (a `batch/v1` Job's, a bare pod: empty
         # jobset_name), still occupy the slice: a token that is never a victim.
         occupant = owner.uid if owner is not None else f"foreign:{pod_namespace}/{pod.jobset_name or pod.name}"
         there = occupants.get(pool)

@@ -1,4 +1,4 @@
-"""`reconciler`: our controller, driven by the real planner (`hotswap.planner.plan`).
+"""`reconciler`: this package's controller, driven by the real planner (`hotswap.planner.plan`).
 
 Each pass converts the simulated cluster into a `ClusterSnapshot`, calls the planner exactly as the controller
 does, and interprets its actions: HoldVictim -> annotations + `spec.active=false` (Kueue evicts, the JobSet is

@@ -1,5 +1,5 @@
 """The CLI in an operator's worst hour: credentials found the way kubectl finds them, and every failure told in
-one sentence with an exit code, never a traceback (issue 38, item 1)."""
+one sentence with an exit code, never a traceback."""
 
 from __future__ import annotations
 

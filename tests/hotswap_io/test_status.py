@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testkit.apiserver import FakeApiServer, Fault
-
 from gke_tpu_priority.hotswap.annotations import AnnotationKeys
 from gke_tpu_priority.hotswap.status import age, held_rows, op_rows, quarantine_rows, render
 from testkit.apiserver import FakeApiServer, Fault
@@ -217,7 +215,7 @@ def test_quarantined_slices_are_listed_by_pool() -> None:
         tpu_node("p0-1", "p0", KEYS.quarantine_taint),
         tpu_node("p0-0", "p0", KEYS.quarantine_taint),
         tpu_node("p1-0", "p1"),
-        tpu_node("p2-0", "p2", "hotswap.example.com/unhealthy-slice"),  # another domain's: not ours
+        tpu_node("p2-0", "p2", "hotswap.example.com/unhealthy-slice"),  # another domain's: not the reconciler's
     ]
     rows = quarantine_rows(nodes, KEYS)
     assert [(r.slice, r.nodes) for r in rows] == [("p0", ("p0-0", "p0-1"))]

@@ -275,7 +275,7 @@ def violations(snapshot: ClusterSnapshot, plan: Plan, config: HotswapConfig) -> 
         owner = jobsets.get(wl.owner_jobset_uid or "")
         outside = owner is None or bool(config.namespaces and owner.namespace not in config.namespaces)
         if wl.annotations.get(keys.held_by) and outside and wl.key not in released_now:
-            problems.append(f"I10 {wl.key} is held outside the reconciler's view and not released")
+            problems.append(f"I10 {wl.key} is held outside its view and not released")
 
     # Kueue's reclaimWithinCohort Any: a released victim that fits its queue's nominal quota evicts borrowers of
     # other queues of the cohort irrespective of priority. Capacity and preemptor-gone releases must not expose

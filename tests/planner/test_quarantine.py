@@ -63,7 +63,7 @@ def test_a_tainted_slice_stays_unhealthy_and_is_not_tainted_again() -> None:
 
 
 def test_the_quarantine_taint_alone_never_makes_a_slice_unhealthy() -> None:
-    """A slice whose hosts are all Ready is usable though it still carries our taint, and the taint comes off."""
+    """A slice whose hosts are all Ready is usable though it still carries the taint, and the taint comes off."""
     fleet = Fleet().slices("p0")
     for builder in slice_nodes("p0"):
         name = builder.obj().name

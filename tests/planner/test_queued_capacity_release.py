@@ -32,7 +32,7 @@ def releases(result: Plan) -> dict[str, ReleaseReason]:
 
 
 def hold(fleet: Fleet, js: JobSet, high: JobSet, queue: str | None = "cq") -> None:
-    """`js` held by us for `high` five minutes ago (its op done: no open op keeps it, E3); Kueue evicted it, so
+    """`js` held for `high` five minutes ago (its op done: no open op keeps it, E3); Kueue evicted it, so
     its Workload has no admission; `queue` is the ClusterQueue the hold recorded."""
     builder = WorkloadBuilder.from_obj(fleet.workload_of(js)).active(False)
     annotations = {
@@ -48,7 +48,7 @@ def hold(fleet: Fleet, js: JobSet, high: JobSet, queue: str | None = "cq") -> No
 
 
 def full_fleet(room_slices: int, *lows: tuple[str, int], queue: str | None = "cq") -> Fleet:
-    """Two slices, both busy with a running high JobSet; each (name, priority) of `lows` held by us for it; the
+    """Two slices, both busy with a running high JobSet; each (name, priority) of `lows` held for it; the
     ClusterQueue `cq` has `room_slices` slices' worth of queued-provisioning quota free."""
     fleet = Fleet().slices("a0", "a1")
     fleet.queues["cq"] = ClusterQueue("cq", "tpu", queued_room_chips=room_slices * SLICE_CHIPS)

@@ -26,7 +26,7 @@ def releases(result: Plan) -> dict[str, ReleaseReason]:
 
 
 def hold(fleet: Fleet, js: JobSet, high: JobSet) -> None:
-    """`js` held by us for `high` five minutes ago, its op done; Kueue evicted it (no admission)."""
+    """`js` held for `high` five minutes ago, its op done; Kueue evicted it (no admission)."""
     builder = WorkloadBuilder.from_obj(fleet.workload_of(js)).active(False)
     for key, value in {
         KEYS.held_by: f"ml/{high.name}/{high.uid}/0",

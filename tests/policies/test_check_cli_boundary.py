@@ -1,4 +1,4 @@
-"""``gke-tpu-priority-check`` as a boundary (issue 36): only the platform's files decide tiers, queues and
+"""``gke-tpu-priority-check`` as a boundary: only the platform's files decide tiers, queues and
 entitlements; malformed input of any kind exits 2 naming the file and what is wrong, never with a traceback."""
 
 from __future__ import annotations

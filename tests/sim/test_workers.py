@@ -36,7 +36,7 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A zombie is gone for our purpose (it was reparented and awaits reaping).
+    # A zombie is gone for this purpose (it was reparented and awaits reaping).
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split(")")[-1].split()[0] != "Z"

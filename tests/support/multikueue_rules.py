@@ -54,7 +54,7 @@ PARAMETER_KINDS = {PROVISIONING_CONTROLLER: "ProvisioningRequestConfig", MULTIKU
 # apis/kueue/v1beta2/multikueue_types.go MultiKueueConfigSecretKey: the Secret key holding the kubeconfig.
 MULTIKUEUE_SECRET_KEY = "kubeconfig"
 # pkg/features/kube_features.go defaults at v0.19: MultiKueueClusterProfile (alpha, off since 0.15) and
-# MultiKueueKubeConfigPathValidation (alpha, off since 0.19). We enable neither (components/kueue).
+# MultiKueueKubeConfigPathValidation (alpha, off since 0.19). The package enables neither (components/kueue).
 MULTIKUEUE_FEATURE_GATES = {"MultiKueueClusterProfile": False, "MultiKueueKubeConfigPathValidation": False}
 
 
@@ -103,7 +103,7 @@ def multikueue_cluster_problems(mkc: Mapping[str, Any], old: Mapping[str, Any] |
     * ``kubeConfig`` is nil ("kubeconfig reference is nil", reason BadKubeConfig);
     * ``locationType: Path``: with MultiKueueKubeConfigPathValidation off the reconciler emits the
       DeprecatedPathUsage warning and reads the file from the Kueue controller's own filesystem
-      (getKubeConfigFromPath), where the Kueue chart as we install it mounts no kubeconfig, so BadKubeConfig;
+      (getKubeConfigFromPath), where the Kueue chart as the package installs it mounts no kubeconfig, so BadKubeConfig;
     * the Secret name is not a valid object name (getKubeConfigFromSecret's Get cannot find it: BadKubeConfig).
 
     The Secret's existence and content are checked across objects by :func:`multikueue_problems`."""

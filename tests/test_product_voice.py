@@ -1,8 +1,8 @@
 """The product speaks of itself, for its users: no ticket numbers, work sessions, acceptance-criteria words, commit
 hashes as provenance, first person, or documents the repository does not contain, in any tracked text file.
 
-History lives in version control; a reader of the docs, a comment or a message cannot open "issue 38" or
-"research B.2", and "we" names nobody they know.
+History lives in version control: a reader of the docs, a comment or a message has no tracker or research notes
+to open, and a first person names nobody they know. The samples in the tests below are the detector's inputs.
 """
 
 from __future__ import annotations

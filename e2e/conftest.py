@@ -73,8 +73,9 @@ FIRST_MODULES = ("test_pulumi_lifecycle.py", "test_playground.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with a cluster of their own run first, before the session's cluster exists: two local clusters at
-    once would wait on each other for JobSet's one certificate directory."""
+    """Modules with a cluster of their own run first, before the session's cluster exists: where JobSet's
+    certificate directory is one per machine (no private mounts, e2e.private_mount), two local clusters at once
+    would wait on each other for it."""
     items.sort(key=lambda item: item.path.name not in FIRST_MODULES)
 
 

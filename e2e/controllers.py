@@ -27,15 +27,15 @@ from typing import Any
 
 import yaml
 
-from e2e import toolchain
+from e2e import private_mount, toolchain
 from e2e.cluster import LocalCluster
 from e2e.kubectl import Kubectl
 from e2e.processes import Process, free_port, wait_for
 
 JsonObj = dict[str, Any]
 # Hard-coded in JobSet v0.12.0's cert rotator (pkg/util/cert/cert.go), and where the charts mount the webhook
-# Secret: one directory per machine, so two local clusters cannot both run a JobSet manager at once. Kueue reads
-# its certificate directory from its configuration, so it gets one per cluster.
+# Secret: one directory per machine, unless each manager gets a private mount of its cluster's own directory there
+# (e2e.private_mount). Kueue reads its certificate directory from its configuration, so it gets one per cluster.
 SERVING_CERTS = Path("/tmp/k8s-webhook-server/serving-certs")
 
 
@@ -72,6 +72,12 @@ class DirectoryLock:
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()
             self._file = None
+
+
+def shared_directory_lock() -> DirectoryLock | None:
+    """The machine-wide lock a local cluster must hold for its JobSet manager, or None where each manager gets a
+    private mount of its own directory and any number of clusters run at once."""
+    return None if private_mount.available() else DirectoryLock(SERVING_CERTS)
 
 
 @dataclass(frozen=True)
@@ -159,8 +165,13 @@ class LocalManager:
     def __init__(
         self, cluster: LocalCluster, spec: ManagerSpec, cert_dir: Path = SERVING_CERTS, lock: bool = True
     ) -> None:
-        """`lock=False`: the caller holds the certificate directory's DirectoryLock for the whole run."""
+        """`lock=False`: the caller holds the certificate directory's DirectoryLock for the whole run (needed only
+        where `shared_directory_lock()` gives one)."""
         self.cluster, self.spec, self.cert_dir = cluster, spec, cert_dir
+        # Where the certificate is written on this side; the manager reads `cert_dir`, which is this directory
+        # mounted privately when the path is the one shared by every JobSet manager.
+        self.private = cert_dir == SERVING_CERTS and private_mount.available()
+        self.host_cert_dir = cluster.directory / f"{spec.name}-certs" if self.private else cert_dir
         self.webhook_port = free_port()
         self.visibility_port = free_port()
         self.health_port = free_port()
@@ -171,7 +182,7 @@ class LocalManager:
         self.restarts = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._directory_lock = DirectoryLock(cert_dir) if lock else None
+        self._directory_lock = DirectoryLock(cert_dir) if lock and not self.private else None
         self._supervisor = threading.Thread(target=self._supervise, name=f"supervise-{spec.name}", daemon=True)
 
     def _config(self) -> JsonObj:
@@ -201,16 +212,15 @@ class LocalManager:
         config = self._config()
         config_path.write_text(yaml.safe_dump(config))
         certs = config.get("internalCertManagement", {})
-        self.certs = CertSync(kubectl, self.spec.namespace, certs["webhookSecretName"], self.cert_dir)
+        self.certs = CertSync(kubectl, self.spec.namespace, certs["webhookSecretName"], self.host_cert_dir)
         self.certs.start()
         self.cluster.routes.add(self.spec.namespace, certs["webhookServiceName"], 443, self.webhook_port)
         for service in self.spec.api_services:
             self.cluster.routes.add(self.spec.namespace, service, 443, self.visibility_port)
-        self.process = Process(
-            self.spec.name,
-            [str(toolchain.binary(self.spec.binary)), f"--kubeconfig={kubeconfig}", f"--config={config_path}"],
-            self.cluster.directory / "logs",
-        )
+        argv = [str(toolchain.binary(self.spec.binary)), f"--kubeconfig={kubeconfig}", f"--config={config_path}"]
+        if self.private:
+            argv = private_mount.wrap(argv, self.host_cert_dir, self.cert_dir)
+        self.process = Process(self.spec.name, argv, self.cluster.directory / "logs")
         self.process.start()
         self.cluster.processes.append(self.process)
         wait_for(

@@ -28,7 +28,7 @@ from e2e import toolchain
 from e2e.apply import apply_all
 from e2e.charts import chart_objects
 from e2e.cluster import LocalCluster
-from e2e.controllers import SERVING_CERTS, DirectoryLock
+from e2e.controllers import shared_directory_lock
 from e2e.kubectl import Kubectl, KubectlError
 from e2e.playground import (
     REPAIR_AFTER_SECONDS,
@@ -97,7 +97,7 @@ class Playground:
         self.stack = stack
         self.config: PlatformConfig = parse_platform_config(platform)
         self.cluster = LocalCluster(directory)
-        self.lock = DirectoryLock(SERVING_CERTS)
+        self.lock = shared_directory_lock()
         self.node: ProcessBackedNode | None = None
         self.pools: list[FakePool] = fake_pools(self.config)
         self.objects: list[JsonObj] = []
@@ -111,9 +111,10 @@ class Playground:
             step.detail = "cached" if all(b.cached for b in built) else "built"
         with progress.step("render the stack's objects as `make preview` does"):
             self.objects = _render(self.stack)
-        with progress.step("JobSet's webhook certificate directory (one local cluster at a time)"):
-            self.lock.acquire(LOCK_TIMEOUT)
-            self._locked = True
+        if self.lock is not None:
+            with progress.step("JobSet's webhook certificate directory (one local cluster at a time here)"):
+                self.lock.acquire(LOCK_TIMEOUT)
+                self._locked = True
         with progress.step("control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok"):
             self.cluster.start(with_nodes=False)
         with progress.step("nodes: a system node and the stack's TPU v6e hosts") as step:
@@ -144,7 +145,7 @@ class Playground:
             self.node.stop()
             self.node = None
         self.cluster.stop()
-        if self._locked:
+        if self._locked and self.lock is not None:
             self.lock.release()
             self._locked = False
 

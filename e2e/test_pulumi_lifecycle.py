@@ -25,7 +25,7 @@ import pytest
 from e2e import report, toolchain
 from e2e.cluster import LocalCluster
 from e2e.conftest import BUILD_DIR
-from e2e.controllers import SERVING_CERTS, DirectoryLock
+from e2e.controllers import shared_directory_lock
 from e2e.nodes import ZONE
 from e2e.process_node import LABEL, ManagerBacker, ProcessBackedNode, ReconcilerBacker
 from e2e.pulumi_engine import Engine, Outcome
@@ -127,10 +127,11 @@ def lifecycle() -> Iterator[Lifecycle]:
         "pulumi": toolchain.TOOLS["pulumi"].version,
         "pulumi-kubernetes": toolchain.PULUMI_KUBERNETES_VERSION,
     }
-    # JobSet's certificate directory is one per machine: wait for it before anything starts, so no engine await
-    # runs out while another local cluster holds it.
-    lock = DirectoryLock(SERVING_CERTS)
-    lock.acquire(timeout=3600)
+    # Where JobSet's certificate directory is one per machine, wait for it before anything starts, so no engine
+    # await runs out while another local cluster holds it.
+    lock = shared_directory_lock()
+    if lock is not None:
+        lock.acquire(timeout=3600)
     try:
         cluster.start()
         backers = [
@@ -148,7 +149,8 @@ def lifecycle() -> Iterator[Lifecycle]:
             section["podReadySeconds"] = node.ready_seconds
             node.stop()
         cluster.stop()
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def test_up_creates_everything_and_its_awaits_complete(lifecycle: Lifecycle) -> None:

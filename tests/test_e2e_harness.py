@@ -8,6 +8,7 @@ import ipaddress
 import json
 import re
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from e2e import pulumi_engine, toolchain
+from e2e import private_mount, pulumi_engine, toolchain
 from e2e.apply import differences
 from e2e.controllers import DirectoryLock, manager_spec
 from e2e.egress import EgressProxy
@@ -225,6 +226,22 @@ def test_a_second_manager_waits_for_the_certificate_directory_and_gets_it_once_r
     first.release()
     second.acquire(timeout=0)
     second.release()
+
+
+@pytest.mark.skipif(not private_mount.available(), reason="this machine allows no private mount namespace")
+def test_two_managers_each_see_their_own_directory_at_the_shared_path_and_the_host_sees_neither(
+    tmp_path: Path,
+) -> None:
+    shared = tmp_path / "shared" / "serving-certs"
+    seen = []
+    for cluster in ("one", "two"):
+        own = tmp_path / cluster
+        own.mkdir()
+        (own / "tls.crt").write_text(cluster)
+        argv = private_mount.wrap(["cat", str(shared / "tls.crt")], own, shared)
+        seen.append(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    assert seen == ["one", "two"]
+    assert list(shared.iterdir()) == []
 
 
 def test_the_pulumi_cli_and_provider_are_stamped_and_the_providers_schema_carries_its_version(

@@ -65,7 +65,7 @@ clean:
 # The real control plane: Kubernetes, etcd, kwok, Helm, JobSet and Kueue built from their upstream Go modules
 # (e2e/go/*/go.mod), cached outside the tree ($GKE_TPU_E2E_CACHE, default ~/.cache/gke-tpu-priority/e2e).
 e2e-tools: venv
-	$(BIN)/python -m e2e.toolchain build --record build/e2e/builds.json
+	$(BIN)/python -m tools.toolchain build --record build/e2e/builds.json
 
 # STACK= (empty) gives the bare control plane; the playground builds only the six tools it runs, not the Pulumi engine.
 cluster: venv

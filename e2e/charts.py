@@ -18,9 +18,9 @@ from typing import Any
 import pulumi
 import yaml
 
-from e2e import toolchain
 from gke_tpu_priority.components.config import PlatformConfig
 from gke_tpu_priority.components.kueue import jobset_controller_priority, jobset_values, kueue_values
+from tools import toolchain
 
 JsonObj = dict[str, Any]
 

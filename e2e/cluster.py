@@ -27,12 +27,12 @@ from types import FrameType
 
 import yaml
 
-from e2e import toolchain
 from e2e.egress import EgressProxy
 from e2e.kubectl import Kubectl
 from e2e.nodes import KWOK_SELECTOR, fleet_nodes
 from e2e.pki import ClusterPki, KeyPair, make_pki
 from e2e.processes import Process, free_port, http_ok, https_ok, wait_for
+from tools import toolchain
 
 SERVICE_CIDR = "10.96.0.0/16"
 # GKE enables these on top of the API server's defaults (which already include ValidatingAdmissionPolicy,
@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
 def _playground(stack: str, directory: Path | None) -> int:
     # Imported here: the playground builds on this module (LocalCluster), and the bare cluster needs none of it.
     from e2e import playground, playground_run
-    from tools.mock_runtime import PROJECT_ROOT, load_stack_config
+    from testkit.mock_runtime import PROJECT_ROOT, load_stack_config
 
     configs = {name: load_stack_config(name) for name in playground.stack_names(PROJECT_ROOT)}
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from e2e import report, toolchain
+from e2e import report
 from e2e.apply import apply_all
 from e2e.charts import chart_objects
 from e2e.cluster import LocalCluster
@@ -27,10 +27,10 @@ from e2e.kubectl import Kubectl, KubectlError
 from e2e.rest import RestClient
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.kueue import CONTROLLERS_PRIORITY_CLASS
+from testkit.mock_runtime import load_stack_config
 from testkit.stacks import stack_run
-from tools import upstream
+from tools import toolchain, upstream
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config
 
 JsonObj = dict[str, Any]
 BUILD_DIR = Path("build/e2e")

@@ -27,10 +27,11 @@ from typing import Any
 
 import yaml
 
-from e2e import private_mount, toolchain
+from e2e import private_mount
 from e2e.cluster import LocalCluster
 from e2e.kubectl import Kubectl
 from e2e.processes import Process, free_port, wait_for
+from tools import toolchain
 
 JsonObj = dict[str, Any]
 # Hard-coded in JobSet v0.12.0's cert rotator (pkg/util/cert/cert.go), and where the charts mount the webhook

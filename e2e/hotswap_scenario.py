@@ -9,11 +9,8 @@ evictions, lost workloads. The I/O that drives a run lives in e2e/hotswap_run.py
 from __future__ import annotations
 
 import copy
-import json
-import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec, tpu_jobset
@@ -524,36 +521,3 @@ def trace(samples: list[Sample], origin: float) -> list[JsonObj]:
             lines.append({"t": round(sample.at - origin, 2), **state})
             last = state
     return lines
-
-
-TABLE_HEADER = (
-    "| mode | fault | recovery s | before the repair | victims evicted / requeued / back | partial evictions "
-    "| lost workloads | restarted onto the failed slice |\n"
-    "|---|---|---:|---|---|---:|---:|---|"
-)
-
-
-def markdown_table(runs: list[JsonObj]) -> str:
-    """The report's hotswap runs as the side-by-side table of docs/benchmarks.md."""
-    rows = [TABLE_HEADER]
-    for run in runs:
-        recovery = "-" if run["recoverySeconds"] is None else f"{run['recoverySeconds']:.1f}"
-        rows.append(
-            f"| {run['mode']} | {run['fault']} | {recovery} | {'yes' if run['recoveredBeforeRepair'] else 'no'} "
-            f"| {run['victimsEvicted']} / {run['victimsRequeued']} / {run['victimsBack']} "
-            f"| {run['partialEvictions']} | {run['lostWorkloads']} "
-            f"| {'yes' if run['restartedOntoFailedSlice'] else 'no'} |"
-        )
-    return "\n".join(rows)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m e2e.hotswap_scenario [build/e2e/report.json]`: print the report's hotswap table."""
-    args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0] if args else "build/e2e/report.json")
-    print(markdown_table(json.loads(path.read_text()).get("hotswap", {}).get("runs", [])))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

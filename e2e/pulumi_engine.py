@@ -1,6 +1,6 @@
 """The real Pulumi engine and Kubernetes provider, run against the local cluster with nothing downloaded.
 
-The CLI and the provider come from e2e.toolchain (built from the Go module proxy); the provider is found as an
+The CLI and the provider come from tools.toolchain (built from the Go module proxy); the provider is found as an
 ambient plugin on PATH; plugin acquisition is off; state goes to a file backend in the run's directory. Each
 operation runs `python -m e2e.pulumi_run` in `.venv-e2e-pulumi` (the SDK pinned to the provider's release) and comes
 back as one JSON object; the engine's own output is kept in a log per operation.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e import toolchain
+from tools import toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-e2e-pulumi"

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from e2e import report, toolchain
+from e2e import report
 from e2e.conftest import Target
 from e2e.nodes import default_fleet
 from gke_tpu_priority.components.tpu_shapes import (
@@ -16,6 +16,7 @@ from gke_tpu_priority.components.tpu_shapes import (
     TPU_RESOURCE,
     TPU_TAINT_KEY,
 )
+from tools import toolchain
 
 
 def _ready(node: dict[str, Any]) -> bool:
@@ -51,6 +52,9 @@ def test_a_tpu_pod_is_scheduled_on_a_slice_and_runs(target: Target) -> None:
     target.need_local()
     kubectl = target.kubectl
     kubectl.run("create", "namespace", "e2e-smoke")
+    # The ServiceAccount controller gives a new namespace its `default` account a moment later; admission refuses
+    # a pod before then.
+    kubectl.run("wait", "--for=create", "--timeout=60s", "-n", "e2e-smoke", "serviceaccount/default")
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

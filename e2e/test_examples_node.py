@@ -19,7 +19,7 @@ import pytest
 
 from gke_tpu_priority.components.config import parse_platform_config
 from testkit.examples import readme_command, typescript_settings
-from tools.mock_runtime import PROJECT_ROOT
+from testkit.mock_runtime import PROJECT_ROOT
 from tools.schema_check import check_component, load_schema
 
 EXAMPLE = PROJECT_ROOT / "examples" / "typescript"

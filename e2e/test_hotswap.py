@@ -20,8 +20,8 @@ from e2e.apply import apply_all, delete_all
 from e2e.conftest import Controllers, Target, served_locally
 from e2e.hotswap_run import RECONCILER_OVERRIDES, REPAIR_AFTER_SECONDS, Scenario
 from e2e.hotswap_scenario import BATCH_JOB, BATCH_POOL, HP_NAME, HP_SLICES, STACK, Fault, Mode, scenario_platform
+from testkit.mock_runtime import load_stack_config, run_program
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config, run_program
 
 JsonObj = dict[str, Any]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from e2e import report, toolchain
+from e2e import report
 from e2e.cluster import LocalCluster
 from e2e.conftest import BUILD_DIR
 from e2e.controllers import shared_directory_lock
@@ -31,6 +31,7 @@ from e2e.process_node import LABEL, ManagerBacker, ProcessBackedNode, Reconciler
 from e2e.pulumi_engine import Engine, Outcome
 from gke_tpu_priority.components.config.priorities import default_tiers as package_default_tiers
 from gke_tpu_priority.components.tpu_shapes import ACCELERATOR, ACCELERATOR_LABEL, TOPOLOGY_LABEL
+from tools import toolchain
 
 JsonObj = dict[str, Any]
 RECONCILER_NAMESPACE = "hotswap-system"

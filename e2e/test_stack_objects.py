@@ -16,11 +16,11 @@ from e2e.charts import chart_objects
 from e2e.conftest import Controllers, Target, served_locally
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.policies.rules.base import CLUSTER_ANNOTATION
+from testkit.mock_runtime import load_stack_config
+from testkit.resources import ProgramRun
 from testkit.stacks import FLEET_STACKS, STACKS, stack_run
 from tools.fleet_preview import fleet_objects
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config
-from tools.resources import ProgramRun
 
 JsonObj = dict[str, Any]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tools.mock_runtime import PROJECT_ROOT
+from testkit.mock_runtime import PROJECT_ROOT
 
 EXAMPLES = PROJECT_ROOT / "examples"
 

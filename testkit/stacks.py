@@ -3,8 +3,8 @@ deterministic): the offline tests judge these runs, and e2e applies the same obj
 
 from __future__ import annotations
 
-from tools.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
-from tools.resources import ProgramRun
+from testkit.mock_runtime import PROJECT_ROOT, load_stack_config, run_program
+from testkit.resources import ProgramRun
 
 ALL_STACKS = sorted(
     p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (PROJECT_ROOT / "stacks").glob("Pulumi.*.yaml")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.mock_runtime import PROJECT_ROOT
+from testkit.resources import ProgramRun
 from testkit.stacks import STACKS, stack_run
-from tools.mock_runtime import PROJECT_ROOT
-from tools.resources import ProgramRun
 
 
 @pytest.fixture(params=STACKS)

@@ -14,6 +14,7 @@ from gke_tpu_priority.components.config import ConfigError, parse_platform_confi
 from gke_tpu_priority.components.config.resolved import effective_local_queues
 from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from gke_tpu_priority.policies.admission import POLICY_KINDS, POLICY_NAME, SYSTEM_NAMESPACES
+from testkit.mock_runtime import load_stack_config, run_program
 from testkit.platform import platform, stack_config
 from testkit.stacks import STACKS, stack_run
 from tests.policies.admission_cel import evaluate
@@ -21,7 +22,6 @@ from tests.support.crd_validation import assert_valid
 from tests.support.kube_schemas import assert_valid_builtin
 from tools import preview
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config, run_program
 
 KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 

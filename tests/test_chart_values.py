@@ -16,11 +16,11 @@ from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH
 from gke_tpu_priority.components.kueue import CONTROLLERS_PRIORITY_CLASS, jobset_values
 from gke_tpu_priority.components.kueue.crds import CRD_TYPE, KeepCrds
+from testkit.mock_runtime import load_stack_config, run_program
 from testkit.stacks import FLEET_STACKS, STACKS, stack_run
 from tests.support import chart_values as cv
 from tests.support.upstream_data import JOBSET_CHART, KUEUE_CHART, reference_file, reference_files
 from tools.manifests import unwrap_secrets
-from tools.mock_runtime import load_stack_config, run_program
 
 OFFICIAL_REGISTRY = "registry.k8s.io"
 CHARTS = {"jobset": JOBSET_CHART, "kueue": KUEUE_CHART}

@@ -15,9 +15,9 @@ from gke_tpu_priority.components import tpu_shapes
 from gke_tpu_priority.components.config import ConfigError, PlatformConfig, parse_platform_config
 from gke_tpu_priority.components.provider import PACKAGE_NAME, hosted_components
 from gke_tpu_priority.components.workloads.jobset import TpuJobSetSpec
+from testkit.mock_runtime import run_program
 from testkit.platform import platform, stack_config, tpu_pool
 from tools import component_types
-from tools.mock_runtime import run_program
 
 TYPES = f"{PACKAGE_NAME}:index:"
 

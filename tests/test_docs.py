@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from gke_tpu_priority.components.provider import hosted_components
-from tools.mock_runtime import PROJECT_ROOT
+from testkit.mock_runtime import PROJECT_ROOT
 
 DOCS = (
     "docs/architecture.md",

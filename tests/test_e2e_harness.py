@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from e2e import private_mount, pulumi_engine, toolchain
+from e2e import private_mount, pulumi_engine
 from e2e.apply import differences
 from e2e.controllers import DirectoryLock, manager_spec
 from e2e.egress import EgressProxy
 from e2e.nodes import KWOK_ANNOTATION, default_fleet, fleet_nodes, shape
 from e2e.pki import make_pki
 from gke_tpu_priority.components.tpu_shapes import ACCELERATOR_LABEL, NODEPOOL_LABEL, TPU_RESOURCE
+from tools import toolchain
 
 UPSTREAM_MODULE = {
     "etcd": "go.etcd.io/etcd/server/v3",
@@ -102,7 +103,7 @@ def test_a_tool_that_is_not_built_is_named_with_the_command_that_builds_it(
 ) -> None:
     monkeypatch.setenv("GKE_TPU_E2E_CACHE", str(tmp_path))
     monkeypatch.setattr(toolchain, "go_version", lambda: "go1.26.8")
-    with pytest.raises(SystemExit, match=r"python -m e2e.toolchain build kube"):
+    with pytest.raises(SystemExit, match=r"python -m tools.toolchain build kube"):
         toolchain.binary("kube-apiserver")
 
 

@@ -12,18 +12,17 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e import toolchain
 from gke_tpu_priority.components.config import parse_platform_config
 from testkit.examples import readme_command, typescript_settings
+from testkit.mock_runtime import PROJECT_ROOT, run_program
+from testkit.resources import SECRET_SIG, ProgramRun
 from tests.support.multikueue_rules import multikueue_problems, object_problems
-from tools import node_program
+from tools import node_program, toolchain
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import PROJECT_ROOT, run_program
 from tools.node_program import STACK_REFERENCE, NodeProgramError, program_body
 from tools.program_preview import main as preview_main
 from tools.program_preview import run_directory
-from tools.resources import SECRET_SIG, ProgramRun
 from tools.schema_check import check_component, is_output, load_schema
 
 EXAMPLES = PROJECT_ROOT / "examples"

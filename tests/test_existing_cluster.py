@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
+from testkit.mock_runtime import run_program
 from testkit.platform import platform, stack_config, tpu_pool
 from testkit.stacks import stack_run
 from tools import preview
 from tools.manifests import kubernetes_objects, unwrap_secrets
-from tools.mock_runtime import run_program
 
 IMAGE = "us-docker.pkg.dev/p/r/hotswap@sha256:" + "a" * 64
 

@@ -14,7 +14,7 @@ from gke_tpu_priority.components.config import ConfigError, parse_platform_confi
 from gke_tpu_priority.components.config.priorities import PLATFORM_PRIORITY_CLASSES
 from gke_tpu_priority.components.kueue import CONTROLLERS_PRIORITY_CLASS
 from gke_tpu_priority.components.reconciler.objects import RECONCILER_PRIORITY_CLASS
-from tools.mock_runtime import load_stack_config
+from testkit.mock_runtime import load_stack_config
 
 Raw = dict[str, Any]
 

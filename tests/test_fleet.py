@@ -13,13 +13,13 @@ from gke_tpu_priority.components.config import ConfigError
 from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, check_groups, parse_fleet_config
 from gke_tpu_priority.components.fleet.credentials import WORKER_RULES
 from gke_tpu_priority.components.fleet.multikueue import manager_cluster_queue, manager_cluster_queues
+from testkit import mock_runtime
+from testkit.mock_runtime import load_stack_config
+from testkit.resources import SECRET_SIG, ProgramRun
 from testkit.stacks import FLEET_STACKS, stack_run
 from tests.support.crd_validation import assert_valid
-from tools import mock_runtime
 from tools.fleet_preview import CLUSTER_ANNOTATION, fleet_objects
 from tools.manifests import kubernetes_objects, unwrap_secrets
-from tools.mock_runtime import load_stack_config
-from tools.resources import SECRET_SIG, ProgramRun
 
 
 def fleet_run() -> ProgramRun:

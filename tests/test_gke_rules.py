@@ -21,9 +21,9 @@ from gke_tpu_priority.components.config.maintenance import (
     worst_availability,
 )
 from gke_tpu_priority.policies.rules import evaluate_resources
+from testkit.mock_runtime import load_stack_config, run_program
 from testkit.platform import platform, stack_config, tpu_pool
 from testkit.stacks import STACKS
-from tools.mock_runtime import load_stack_config, run_program
 
 
 def problems_of(raw: dict[str, Any]) -> list[str]:

@@ -3,7 +3,6 @@ timeline of observations becomes the report's figures."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -22,8 +21,6 @@ from e2e.hotswap_scenario import (
     evicted_victims,
     expected_pods,
     lost_workloads,
-    main,
-    markdown_table,
     milestones,
     outcome,
     partial_evictions,
@@ -36,7 +33,8 @@ from e2e.hotswap_scenario import (
     trace,
     workload_view,
 )
-from tools.mock_runtime import load_stack_config
+from testkit.mock_runtime import load_stack_config
+from tools.bench_docs import hotswap_runs_table
 
 EXPECTED = {"lp-0": 4, "lp-1": 4, "lp-host": 1, HP_NAME: 8}
 
@@ -230,11 +228,7 @@ def test_the_batch_job_variant_puts_a_plain_job_on_one_pool_first() -> None:
     assert scenario_workloads() == scenario_jobsets()
 
 
-def test_the_report_runs_make_the_side_by_side_table(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
+def test_a_runs_outcome_becomes_its_row_of_the_side_by_side_table() -> None:
     run = outcome(Mode.OFF, Fault.SPOT_PREEMPTION, "a-1", _hotswap_run(), 100.0, 160.0, EXPECTED, {}).as_report()
-    table = markdown_table([run])
+    table = hotswap_runs_table([run])
     assert table.splitlines()[-1] == "| off | spot-preemption | 12.0 | yes | 1 / 1 / 1 | 0 | 0 | no |"
-    path = tmp_path / "report.json"
-    path.write_text(json.dumps({"hotswap": {"runs": [run]}}))
-    assert main([str(path)]) == 0
-    assert capsys.readouterr().out.strip() == table

@@ -21,7 +21,9 @@ from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.kube.immutable import CHART_KINDS, IMMUTABLE, NOT_RENDERED, immutable_paths, type_token
 from gke_tpu_priority.components.kueue import jobset_values, kueue_values
 from gke_tpu_priority.components.workloads import tpu_jobset
+from testkit.mock_runtime import load_stack_config, run_program
 from testkit.platform import platform, stack_config
+from testkit.resources import RegisteredResource
 from testkit.stacks import ALL_STACKS, stack_run
 from tests.support.upstream_data import (
     JOBSET,
@@ -35,8 +37,6 @@ from tests.support.upstream_data import (
 )
 from tests.test_workloads import spec as jobset_spec
 from tools.manifests import is_kubernetes_object, object_from_resource
-from tools.mock_runtime import load_stack_config, run_program
-from tools.resources import RegisteredResource
 
 
 def emitted() -> Iterator[RegisteredResource]:

@@ -10,11 +10,11 @@ import yaml
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
 from gke_tpu_priority.components.kueue import jobset_values, kueue_values
 from gke_tpu_priority.components.kueue.manager_config import kueue_manager_config
+from testkit.mock_runtime import load_stack_config
 from testkit.platform import platform, tpu_pool
 from testkit.stacks import STACKS, stack_run
 from tests.support.crd_validation import validate_manifest
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config
 
 
 def objects(stack: str) -> list[dict[str, Any]]:

@@ -15,8 +15,8 @@ import yaml
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
 from gke_tpu_priority.components.config.fleet import parse_fleet_config
 from gke_tpu_priority.components.config.partial import PARTIAL, independent
+from testkit.mock_runtime import load_stack_config
 from tools import preview
-from tools.mock_runtime import load_stack_config
 
 Raw = dict[str, Any]
 

@@ -32,9 +32,9 @@ from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.config.platform import PlatformConfig
 from gke_tpu_priority.components.tpu_shapes import NODEPOOL_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
 from gke_tpu_priority.components.workloads import __main__ as jobset_cli
+from testkit.mock_runtime import PROJECT_ROOT, load_stack_config
 from tests.conftest import stack_run
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import PROJECT_ROOT, load_stack_config
 
 JsonObj = dict[str, Any]
 CONFIGS = {name: load_stack_config(name) for name in playground.stack_names(PROJECT_ROOT)}

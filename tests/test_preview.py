@@ -11,12 +11,13 @@ import pytest
 import yaml
 
 from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, parse_fleet_config
+from testkit import mock_runtime
+from testkit.mock_runtime import load_stack_config
+from testkit.resources import SECRET_SIG
 from testkit.stacks import CREATED_CLUSTER_STACKS, FLEET_STACKS, STACKS
 from tests.test_fleet import fleet_cluster_objects
-from tools import mock_runtime, preview
+from tools import preview
 from tools.fleet_preview import CLUSTER_ANNOTATION, REDACTED
-from tools.mock_runtime import load_stack_config
-from tools.resources import SECRET_SIG
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tools.mock_runtime import PROJECT_ROOT
+from testkit.mock_runtime import PROJECT_ROOT
 
 TEXT_SUFFIXES = (".py", ".md", ".yaml", ".yml", ".toml", ".ts", ".cfg", ".txt")
 TEXT_NAMES = ("Makefile", "Dockerfile", ".ci/run")
@@ -41,7 +41,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
 ALLOWED: tuple[tuple[str, str], ...] = (
     ("LICENSE", ""),  # the license's own text
     ("components/kueue/manager_config.py", "c1f6bfd2.kueue.x-k8s.io"),  # Kueue's leader-election lease name
-    ("e2e/toolchain.py", "release commit ("),  # the upstream commit a Go module pin resolves to
+    ("tools/toolchain.py", "release commit ("),  # the upstream commit a Go module pin resolves to
     ("tests/test_config.py", '"us east"'),  # a mistyped region
 )
 

@@ -9,11 +9,11 @@ import pulumi
 import pytest
 
 from gke_tpu_priority.components import tpu_shapes
+from testkit.mock_runtime import load_stack_config, run_program
 from testkit.platform import platform, stack_config, tpu_pool
+from testkit.resources import ProgramRun, RegisteredResource
 from testkit.stacks import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tools.manifests import unwrap_secrets
-from tools.mock_runtime import load_stack_config, run_program
-from tools.resources import ProgramRun, RegisteredResource
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"

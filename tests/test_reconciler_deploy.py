@@ -10,10 +10,10 @@ import yaml
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
 from gke_tpu_priority.components.reconciler import objects
 from gke_tpu_priority.hotswap.config import HotswapConfig
+from testkit.mock_runtime import load_stack_config
 from testkit.platform import platform
 from testkit.stacks import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config
 
 FORBIDDEN_RESOURCES = {"secrets", "pods/exec", "pods/attach", "pods/portforward", "nodes/proxy"}
 FORBIDDEN_VERBS = {"*", "bind", "escalate", "impersonate"}
@@ -161,8 +161,8 @@ def test_bad_reconciler_settings_are_rejected(hotswap: dict[str, Any], expected:
 
 
 def test_disabled_reconciler_is_not_deployed() -> None:
+    from testkit.mock_runtime import run_program
     from testkit.platform import stack_config
-    from tools.mock_runtime import run_program
 
     run = run_program("no-hotswap", stack_config(platform(hotswap={"enabled": False})))
     assert not [r for r in run.resources if "HotswapReconciler" in r.type or r.name.endswith("-deployment")]

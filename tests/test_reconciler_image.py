@@ -15,8 +15,8 @@ import pytest
 from packaging.requirements import Requirement
 
 from gke_tpu_priority.components.reconciler import image as stack_image
+from testkit.mock_runtime import PROJECT_ROOT, run_program
 from tools import reconciler_image as tool
-from tools.mock_runtime import PROJECT_ROOT, run_program
 
 VERSION = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["version"]
 DOCKERFILE = (PROJECT_ROOT / "hotswap" / "Dockerfile").read_text()

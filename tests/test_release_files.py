@@ -8,7 +8,7 @@ import json
 import re
 import tomllib
 
-from tools.mock_runtime import PROJECT_ROOT
+from testkit.mock_runtime import PROJECT_ROOT
 
 PYPROJECT = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
 
@@ -71,7 +71,7 @@ def test_typescript_example_uses_no_provider_at_another_major_than_the_package()
 
 
 def test_typescript_example_locks_the_sdk_at_the_cli_release() -> None:
-    from e2e.toolchain import TOOLS
+    from tools.toolchain import TOOLS
 
     package = json.loads((PROJECT_ROOT / "examples/typescript/package.json").read_text())
     lock = json.loads((PROJECT_ROOT / "examples/typescript/package-lock.json").read_text())

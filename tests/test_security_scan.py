@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.mock_runtime import PROJECT_ROOT
 from testkit.stacks import STACKS, stack_run
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import PROJECT_ROOT
 
 CHECKOV = PROJECT_ROOT / ".venv-checkov" / "bin" / "checkov"
 # Checks that cannot apply to a controller, each with the reason (also annotated on the Deployment).

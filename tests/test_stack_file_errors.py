@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.mock_runtime import StackFileError, load_stack_config
 from tools import preview
-from tools.mock_runtime import StackFileError, load_stack_config
 
 BAD_INDENT = """\
 config:

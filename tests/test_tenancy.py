@@ -15,11 +15,11 @@ from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from gke_tpu_priority.policies.check import check_objects
 from gke_tpu_priority.policies.rules.base import manifest_object
 from gke_tpu_priority.policies.rules.tenancy import ALLOWED_TIERS_ANNOTATION, MAY_PROTECT_ANNOTATION
+from testkit.mock_runtime import load_stack_config
 from testkit.platform import platform
 from testkit.stacks import stack_run
 from tests.policies.admission_cel import evaluate
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config
 
 QUEUES = {
     "clusterQueues": [{"name": "cq", "namespaces": ["ml-a", "ml-b"], "quotas": [{"flavor": "v6e-4x4", "chips": 32}]}],

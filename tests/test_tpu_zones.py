@@ -12,7 +12,7 @@ import pytest
 
 from gke_tpu_priority.components.config import ConfigError, parse_platform_config
 from gke_tpu_priority.components.config.zones import V6E_ZONES, region_of, zone_problem
-from tools.mock_runtime import PROJECT_ROOT, load_stack_config
+from testkit.mock_runtime import PROJECT_ROOT, load_stack_config
 
 Raw = dict[str, Any]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from gke_tpu_priority.hotswap.cli import build_parser
-from tools.mock_runtime import PROJECT_ROOT
+from testkit.mock_runtime import PROJECT_ROOT
 
 DOCS = (
     "README.md",

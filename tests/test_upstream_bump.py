@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.mock_runtime import PROJECT_ROOT
 from tools import upstream, upstream_bump
-from tools.mock_runtime import PROJECT_ROOT
 
 NEW_KUEUE = "0.20.1"
 NEW_COMMIT = "1" * 40
@@ -100,7 +100,7 @@ def test_a_kueue_bump_rewrites_the_lock_and_every_pin_and_lists_the_rest(checkou
     assert 'Field(default="0.20.1", description="Kueue release' in kueue_py and "(0.20.1 tested)" in kueue_py
     assert f'Field(default="{OLD_JOBSET}", description="JobSet release' in kueue_py
     assert "\tsigs.k8s.io/kueue v0.20.1 " in (checkout / "e2e/go/kueue/go.mod").read_text()
-    toolchain = (checkout / "e2e/toolchain.py").read_text()
+    toolchain = (checkout / "tools/toolchain.py").read_text()
     assert 'version="v0.20.1"' in toolchain and '{"GitVersion": "v0.20.1"}' in toolchain
     assert 'KUEUE = "upstream/kueue-v0.20.1"' in (checkout / "tests/support/upstream_data.py").read_text()
     assert f"kueue-v{OLD_KUEUE}" not in (checkout / "tools/upstream.py").read_text()

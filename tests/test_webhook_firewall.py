@@ -17,11 +17,11 @@ from gke_tpu_priority.components.cluster.firewall import webhook_ports
 from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.kueue import jobset_values, kueue_values
 from gke_tpu_priority.components.kueue.manager_config import kueue_manager_config
+from testkit.mock_runtime import load_stack_config, run_program
 from testkit.platform import platform, stack_config
+from testkit.resources import ProgramRun, RegisteredResource
 from testkit.stacks import CREATED_CLUSTER_STACKS, STACKS, stack_run
 from tests.support.upstream_data import JOBSET_CHART, KUEUE_CHART, reference_text
-from tools.mock_runtime import load_stack_config, run_program
-from tools.resources import ProgramRun, RegisteredResource
 
 FIREWALL = "gcp:compute/firewall:Firewall"
 NODE_POOL = "gcp:container/nodePool:NodePool"

@@ -32,7 +32,7 @@ import pytest
 import yaml
 from setuptools import find_packages
 
-from tools.mock_runtime import PROJECT_ROOT
+from testkit.mock_runtime import PROJECT_ROOT
 
 needs_index = pytest.mark.skipif(
     os.environ.get("GKE_TPU_WHEEL_CHECK") != "1", reason="slow, needs the package index: GKE_TPU_WHEEL_CHECK=1"

@@ -14,8 +14,8 @@ from typing import Any
 from gke_tpu_priority.components.config.fleet import DISPATCHER_NAMES, FleetConfig, check_groups
 from gke_tpu_priority.components.fleet.multikueue import manager_cluster_queues
 from gke_tpu_priority.policies.rules.base import CLUSTER_ANNOTATION
+from testkit.resources import SECRET_SIG, ProgramRun, RegisteredResource
 from tools.manifests import kubernetes_objects
-from tools.resources import SECRET_SIG, ProgramRun, RegisteredResource
 from tools.text_table import text_table
 
 REDACTED = "[secret]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tools.resources import SECRET_SIG, RegisteredResource, dependency_order
+from testkit.resources import SECRET_SIG, RegisteredResource, dependency_order
 
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 NOT_OBJECTS = ("pulumi:providers:", "kubernetes:helm.sh/", "kubernetes:yaml/", "kubernetes:kustomize/")

@@ -3,7 +3,7 @@
 The steps `pulumi package add` and `pulumi preview` would take, without the Pulumi CLI, its Node.js language host
 (which the Go module proxy refuses, docs/e2e.md) or a cloud account:
 
-1. the typed SDK: `gen-sdk` (`e2e/go/gen-sdk`, built and cached by `e2e.toolchain`, the generator the Node.js
+1. the typed SDK: `gen-sdk` (`e2e/go/gen-sdk`, built and cached by `tools.toolchain`, the generator the Node.js
    language host runs, at the Pulumi CLI's release) writes it from the component package's schema into
    `sdks/<package>`, where `pulumi package add` puts it;
 2. `npm ci`: the program's pinned dependencies (`package-lock.json`), the SDK among them (its postinstall
@@ -31,8 +31,8 @@ import pulumi
 from pulumi.resource import ComponentResource
 
 from gke_tpu_priority.components.provider import PACKAGE_NAME, hosted_components
-from tools.mock_runtime import run_program
-from tools.resources import ProgramRun
+from testkit.mock_runtime import run_program
+from testkit.resources import ProgramRun
 
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
 _REFERENCE = re.compile(r"^\$\{(?P<res>[^.}]+)\.(?P<prop>\w+)\}$")
@@ -56,7 +56,7 @@ def require_node() -> None:
 
 def sdk_generator() -> Path:
     """The `gen-sdk` binary, built into the e2e tool cache on first use (a few minutes cold; Go >= 1.26)."""
-    from e2e import toolchain
+    from tools import toolchain
 
     tool = toolchain.TOOLS["gen-sdk"]
     try:

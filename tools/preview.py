@@ -23,10 +23,10 @@ from gke_tpu_priority.components.config.fleet import FLEET_CONFIG_PATH, parse_fl
 from gke_tpu_priority.components.config.resolved import effective_cluster_queues, effective_local_queues
 from gke_tpu_priority.components.priorities import preemption_policy
 from gke_tpu_priority.components.queues.provisioning import ladder_fungibility
+from testkit.mock_runtime import PROJECT_ROOT, StackFileError, load_stack_config, run_program
+from testkit.resources import ProgramRun
 from tools import fleet_preview
 from tools.manifests import helm_charts, kubernetes_objects
-from tools.mock_runtime import PROJECT_ROOT, StackFileError, load_stack_config, run_program
-from tools.resources import ProgramRun
 from tools.text_table import text_table
 
 

@@ -25,10 +25,10 @@ import pulumi
 import yaml
 
 from gke_tpu_priority.components.config import ConfigError
+from testkit.mock_runtime import StackFileError, load_stack_config, run_program
+from testkit.resources import SECRET_SIG, ProgramRun
 from tools import node_program
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import StackFileError, load_stack_config, run_program
-from tools.resources import SECRET_SIG, ProgramRun
 from tools.text_table import text_table
 from tools.yaml_program import YamlProgramError, load_program, program_body
 

@@ -44,7 +44,7 @@ def _components() -> dict[str, type[ComponentResource]]:
 def program_body(
     program: Mapping[str, Any], config: Mapping[str, Any], stack_outputs: Mapping[str, Any]
 ) -> Callable[[], None]:
-    """The YAML program as a function the mock runtime runs (`tools.mock_runtime.run_program(body=...)`)."""
+    """The YAML program as a function the mock runtime runs (`testkit.mock_runtime.run_program(body=...)`)."""
     components = _components()
     declared = set((program.get("config") or {}).keys())
 

@@ -19,7 +19,7 @@ from gke_tpu_priority.hotswap.model import SliceShape
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, RecordOp
 from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL
-from tests.planner.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder
+from testkit.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig()

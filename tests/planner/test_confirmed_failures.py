@@ -12,7 +12,7 @@ from gke_tpu_priority.hotswap.config import ConfigError, HotswapConfig, load_con
 from gke_tpu_priority.hotswap.model import ClusterSnapshot, JobSet, PodPhase
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan
-from tests.planner.builders import T0, Fleet, JobSetBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 # Victims at detection: these tests are about detection and planning; evictionDelay has test_eviction_cost.py.

@@ -15,7 +15,7 @@ from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import EventReason, RecordOp
 from gke_tpu_priority.hotswap.planner.disruption import disrupted_units
 from gke_tpu_priority.hotswap.planner.world import build_world
-from tests.planner.builders import LONG_AGO, T0, Fleet, JobSetBuilder, PodBuilder
+from testkit.builders import LONG_AGO, T0, Fleet, JobSetBuilder, PodBuilder
 from tests.planner.test_planner_matrix import CFG, FAILED_AT, KEYS, disrupted_fleet, held, reasons, run
 
 

@@ -15,7 +15,7 @@ from gke_tpu_priority.hotswap.model import ClusterSnapshot, JobSet, PodPhase
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import ClearOp, EventReason, HoldVictim, RecordOp
 from gke_tpu_priority.hotswap.planner.simulate import apply_actions
-from tests.planner.builders import T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 
 CONFIG = HotswapConfig()

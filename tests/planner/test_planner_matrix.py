@@ -22,7 +22,7 @@ from gke_tpu_priority.hotswap.planner.actions import (
     ReleaseVictim,
 )
 from gke_tpu_priority.hotswap.planner.simulate import apply_actions
-from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, PodBuilder, WorkloadBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder, NodeBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 # Victims at detection: these tests are about detection and planning; evictionDelay has test_eviction_cost.py.

@@ -14,7 +14,7 @@ from gke_tpu_priority.hotswap.model import ClusterSnapshot, PodPhase
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, RecordOp
 from gke_tpu_priority.hotswap.planner.simulate import apply_actions
-from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder
+from testkit.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 
 FAIL_MODES = ("unreachable", "not-ready", "cordon", "deleted")

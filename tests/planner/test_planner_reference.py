@@ -51,7 +51,7 @@ from gke_tpu_priority.hotswap.slices import (
     expected_host_count,
     slice_key,
 )
-from tests.planner.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
+from testkit.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
 from tests.planner.invariants import workload_failures
 
 KEYS = AnnotationKeys(HotswapConfig().annotation_domain)

@@ -21,7 +21,7 @@ from gke_tpu_priority.hotswap.planner.world import (
     NOT_ADMITTED,
     NOT_EXCLUSIVE,
 )
-from tests.planner.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
+from testkit.builders import SHAPE_2X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 from tests.planner.test_planner_matrix import _fresh
 

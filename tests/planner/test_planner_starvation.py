@@ -15,7 +15,7 @@ from gke_tpu_priority.hotswap.model import ClusterSnapshot, ConditionStatus, Job
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import EventReason, EventType, HoldVictim, Plan, RecordOp, make_op_id
 from gke_tpu_priority.hotswap.planner.world import build_world
-from tests.planner.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
+from testkit.builders import SHAPE_2X4, SHAPE_4X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, convergence_violations, idempotence_violations
 
 CONFIG = HotswapConfig()

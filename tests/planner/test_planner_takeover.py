@@ -16,7 +16,7 @@ from gke_tpu_priority.hotswap.model import ClusterSnapshot, DepartedPod, JobSet,
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import EventReason, FastFailPod, HoldVictim, Plan, RecordOp, ReleaseVictim
 from gke_tpu_priority.hotswap.planner.simulate import apply_actions
-from tests.planner.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
+from testkit.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder, PodBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig()

@@ -8,7 +8,7 @@ from gke_tpu_priority.hotswap.config import HotswapConfig
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim
 from gke_tpu_priority.hotswap.planner.simulate import apply_actions
-from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder, NodeBuilder
 
 # Victims at detection: these tests are about detection and planning; evictionDelay has test_eviction_cost.py.
 CFG = HotswapConfig(eviction_delay=timedelta(0))

@@ -12,7 +12,7 @@ from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, TaintNode
 from gke_tpu_priority.hotswap.planner.simulate import apply_actions
 from gke_tpu_priority.hotswap.slices import SliceHealth
-from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, slice_nodes
+from testkit.builders import T0, Fleet, JobSetBuilder, NodeBuilder, slice_nodes
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig(eviction_delay=timedelta(0))

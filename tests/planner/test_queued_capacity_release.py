@@ -17,7 +17,7 @@ from gke_tpu_priority.hotswap.model import ClusterQueue, ConditionStatus, JobSet
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan, ReleaseReason, ReleaseVictim
 from gke_tpu_priority.hotswap.planner.simulate import apply_actions
-from tests.planner.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants
 from tests.planner.test_capacity_ladder import run  # plan at T0 with the default config, invariants checked
 from tests.planner.test_planner_matrix import disrupted_fleet

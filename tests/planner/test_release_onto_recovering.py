@@ -14,7 +14,7 @@ from gke_tpu_priority.hotswap.annotations import AnnotationKeys, format_time
 from gke_tpu_priority.hotswap.config import HotswapConfig
 from gke_tpu_priority.hotswap.model import JobSet
 from gke_tpu_priority.hotswap.planner.actions import Plan, ReleaseReason, ReleaseVictim
-from tests.planner.builders import T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder, NodeBuilder, WorkloadBuilder
 from tests.planner.test_capacity_ladder import run, rung  # run: plan at T0, default config, invariants checked
 
 CFG = HotswapConfig()

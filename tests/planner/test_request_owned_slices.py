@@ -32,7 +32,7 @@ from gke_tpu_priority.hotswap.slices import (
     classify_slices,
     request_owned_labels,
 )
-from tests.planner.builders import T0, Fleet, JobSetBuilder, PodBuilder
+from testkit.builders import T0, Fleet, JobSetBuilder, PodBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig()

@@ -27,7 +27,7 @@ from gke_tpu_priority.hotswap.planner.actions import (
 )
 from gke_tpu_priority.hotswap.planner.disruption import NODE_SHUTDOWN
 from gke_tpu_priority.hotswap.slices import CAPACITY_LABEL, QUEUED_CAPACITY
-from tests.planner.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
+from testkit.builders import SHAPE_4X4, T0, Fleet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants, idempotence_violations
 
 CFG = HotswapConfig(top_tier_priority=2000)

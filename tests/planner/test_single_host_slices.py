@@ -13,7 +13,7 @@ from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan
 from gke_tpu_priority.hotswap.planner.world import NOT_EXCLUSIVE
 from gke_tpu_priority.hotswap.slices import SliceHealth, classify_slices, slice_key
-from tests.planner.builders import SHAPE_4X4, T0, V6E, Fleet, JobSetBuilder, NodeBuilder, slice_nodes
+from testkit.builders import SHAPE_4X4, T0, V6E, Fleet, JobSetBuilder, NodeBuilder, slice_nodes
 from tests.planner.invariants import assert_invariants
 
 CFG = HotswapConfig()

@@ -8,7 +8,7 @@ from datetime import timedelta
 from gke_tpu_priority.hotswap.config import HotswapConfig
 from gke_tpu_priority.hotswap.planner import SliceMemo, plan
 from gke_tpu_priority.hotswap.planner.world import build_world
-from tests.planner.builders import T0
+from testkit.builders import T0
 from tools.bench_planner import build
 
 

@@ -15,7 +15,7 @@ from gke_tpu_priority.hotswap.config import HotswapConfig
 from gke_tpu_priority.hotswap.planner import plan
 from gke_tpu_priority.hotswap.planner.actions import HoldVictim, Plan
 from gke_tpu_priority.hotswap.planner.world import OTHER_NAMESPACE, build_world
-from tests.planner.builders import T0, Fleet, JobSet, JobSetBuilder, WorkloadBuilder
+from testkit.builders import T0, Fleet, JobSet, JobSetBuilder, WorkloadBuilder
 from tests.planner.invariants import assert_invariants
 
 CFG = HotswapConfig(eviction_delay=timedelta(0))

@@ -18,9 +18,9 @@ from gke_tpu_priority.components.config import parse_platform_config
 from gke_tpu_priority.components.config.resolved import effective_local_queues
 from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from gke_tpu_priority.policies import check
+from testkit.mock_runtime import PROJECT_ROOT, load_stack_config
 from testkit.stacks import STACKS
 from tools import preview
-from tools.mock_runtime import PROJECT_ROOT, load_stack_config
 
 _RENDERED: dict[str, Path] = {}
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from gke_tpu_priority.policies import check, inputs
+from testkit.mock_runtime import PROJECT_ROOT
 from tests.policies.test_check_cli import manifests, run, team_jobset, write
-from tools.mock_runtime import PROJECT_ROOT
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ from gke_tpu_priority.components.workloads import TpuJobSetSpec, tpu_jobset
 from gke_tpu_priority.policies.check import check_objects
 from gke_tpu_priority.policies.rules.base import manifest_object
 from gke_tpu_priority.policies.rules.spot_tiers import ALLOW_SPOT_ANNOTATION, off_spot
+from testkit.mock_runtime import load_stack_config
 from testkit.stacks import stack_run
 from tests.policies.admission_cel import evaluate
 from tools.manifests import kubernetes_objects
-from tools.mock_runtime import load_stack_config
 
 STACK = "ladder"
 RULE = "tpu-workload-off-spot"

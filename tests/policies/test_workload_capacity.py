@@ -127,7 +127,7 @@ def test_a_quota_given_as_a_quantity_string_is_read() -> None:
 
 def test_the_stack_refuses_a_quota_below_one_slice() -> None:
     from gke_tpu_priority.components.config import ConfigError, parse_platform_config
-    from tools.mock_runtime import load_stack_config
+    from testkit.mock_runtime import load_stack_config
 
     raw = load_stack_config("prod")["gke-tpu-priority:platform"]
     raw["queues"]["clusterQueues"][0]["quotas"][1]["chips"] = 8

@@ -6,8 +6,8 @@ flags, Go version, a `main.go` of this repository), so a second run with the sam
 pin rebuilds only that tool. Besides the control plane and the Pulumi engine it builds `gen-sdk`, the TypeScript
 example's SDK generator (tools/node_program.py).
 
-    python -m e2e.toolchain build [TOOL ...]   build what is missing, print where each binary is
-    python -m e2e.toolchain path TOOL          print the directory holding TOOL's binaries (after build)
+    python -m tools.toolchain build [TOOL ...]   build what is missing, print where each binary is
+    python -m tools.toolchain path TOOL          print the directory holding TOOL's binaries (after build)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GO_DIR = Path(__file__).resolve().parent / "go"
+GO_DIR = Path(__file__).resolve().parent.parent / "e2e" / "go"  # the Go modules pinning each upstream program
 
 
 def _stamp(packages: Sequence[str], fields: dict[str, str]) -> tuple[str, ...]:
@@ -275,7 +275,7 @@ def binary(name: str) -> Path:
         if name in tool.binaries:
             path = tool_dir(tool, goversion) / name
             if not path.is_file():
-                raise SystemExit(f"e2e: {name} is not built yet; run `python -m e2e.toolchain build {tool.name}`")
+                raise SystemExit(f"e2e: {name} is not built yet; run `python -m tools.toolchain build {tool.name}`")
             return path
     raise SystemExit(f"e2e: no tool builds a binary named {name!r}")
 
@@ -299,7 +299,7 @@ def module_source(tool: str, module: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.toolchain", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.toolchain", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the tools that are not cached yet")
     b.add_argument("tools", nargs="*", metavar="TOOL", help=f"any of {', '.join(TOOLS)} (default: all)")

@@ -17,7 +17,7 @@ import yaml
 from pulumi.runtime import MockCallArgs, MockResourceArgs, Mocks
 from pulumi.runtime.mocks import MockMonitor
 
-from tools.resources import ProgramRun, RegisteredResource, dependency_order
+from testkit.resources import ProgramRun, RegisteredResource, dependency_order
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_NAME = "gke-tpu-priority"

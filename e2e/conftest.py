@@ -69,7 +69,7 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-FIRST_MODULES = ("test_pulumi_lifecycle.py", "test_playground.py")
+FIRST_MODULES = ("test_pulumi_lifecycle.py", "test_playground.py", "test_scale.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

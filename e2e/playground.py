@@ -148,10 +148,16 @@ def system_node_labels(config: PlatformConfig) -> dict[str, str]:
 
 
 def fleet_summary(pools: Sequence[FakePool]) -> str:
-    """`6 TPU v6e hosts in 3 slices (dev-2x2: 2 x 2x2; dev-4x4-0: 1 x 4x4)`."""
+    """`6 TPU v6e hosts in 3 slices (dev-2x2: 2 x 2x2; dev-4x4: 1 x 4x4)`, by pool group: a group of multi-host
+    slices is a node pool per slice, hundreds of them in a large fleet."""
     hosts = sum(p.hosts for p in pools)
     slices = sum(p.slices for p in pools)
-    parts = "; ".join(f"{p.name}: {p.slices} x {p.shape.topology}" for p in pools)
+    groups: dict[str, list[FakePool]] = {}
+    for pool in pools:
+        groups.setdefault(pool.group, []).append(pool)
+    parts = "; ".join(
+        f"{group}: {sum(p.slices for p in members)} x {members[0].shape.topology}" for group, members in groups.items()
+    )
     return f"{hosts} TPU v6e hosts in {slices} slices ({parts})"
 
 

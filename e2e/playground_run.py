@@ -93,8 +93,11 @@ class Progress:
 class Playground:
     """One stack's platform on a local cluster; `start` then `stop` (always, even after a failed start)."""
 
-    def __init__(self, stack: str, platform: JsonObj, directory: Path) -> None:
+    def __init__(self, stack: str, platform: JsonObj, directory: Path, stack_config: JsonObj | None = None) -> None:
+        """`stack_config`: the whole stack file's content to render instead of stacks/Pulumi.<stack>.yaml's (a
+        resized fleet, say); `platform` is its platform section."""
         self.stack = stack
+        self.stack_config = stack_config
         self.config: PlatformConfig = parse_platform_config(platform)
         self.cluster = LocalCluster(directory)
         self.lock = shared_directory_lock()
@@ -110,7 +113,7 @@ class Playground:
             built = [toolchain.build(toolchain.TOOLS[name], goversion) for name in TOOLS]
             step.detail = "cached" if all(b.cached for b in built) else "built"
         with progress.step("render the stack's objects as `make preview` does"):
-            self.objects = _render(self.stack)
+            self.objects = _render(self.stack, self.stack_config)
         if self.lock is not None:
             with progress.step("JobSet's webhook certificate directory (one local cluster at a time here)"):
                 self.lock.acquire(LOCK_TIMEOUT)
@@ -284,13 +287,13 @@ class Playground:
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
-def _render(stack: str) -> list[JsonObj]:
+def _render(stack: str, stack_config: JsonObj | None = None) -> list[JsonObj]:
     """The stack's Kubernetes objects under Pulumi mocks; the program's warnings (about a real deployment's image
     build, say) are shown only if rendering fails."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
-            resources = run_program(stack).resources
+            resources = run_program(stack, stack_config).resources
     except Exception as error:
         raise PlaygroundError(f"stack {stack} does not render: {error}\n{said.getvalue()}") from None
     return [o for o in kubernetes_objects(resources) if served_locally(o)]

@@ -373,6 +373,7 @@ class Controller:
                 "reconcile pass",
                 extra={
                     "pass": self._passes,
+                    "seconds": round(time.monotonic() - started, 4),
                     "writes": plan.writes,
                     "events": len(plan.events),
                     "dry_run": self.dry_run,

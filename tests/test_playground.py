@@ -115,7 +115,7 @@ def test_the_dev_stack_makes_a_pool_of_two_single_host_slices_and_one_four_host_
         ["dev-2x2-0", "dev-2x2-1"],
         ["dev-4x4-0-0", "dev-4x4-0-1", "dev-4x4-0-2", "dev-4x4-0-3"],
     ]
-    assert fleet_summary(pools) == "6 TPU v6e hosts in 3 slices (dev-2x2: 2 x 2x2; dev-4x4-0: 1 x 4x4)"
+    assert fleet_summary(pools) == "6 TPU v6e hosts in 3 slices (dev-2x2: 2 x 2x2; dev-4x4: 1 x 4x4)"
 
 
 def test_each_multi_host_slice_is_a_pool_of_its_own() -> None:

@@ -307,6 +307,7 @@ async def test_dry_run_pass_log_and_metrics_say_why_a_jobset_is_not_considered(
         (record,) = [r for r in caplog.records if r.getMessage() == "reconcile pass"]
         diagnostics = record.__dict__["diagnostics"]
         assert record.__dict__["dry_run"] is True
+        assert 0 < record.__dict__["seconds"] < 60  # the pass's own duration, for a log reader's percentiles
         ((reason, count, examples),) = diagnostics["exclusions"]
         assert "exclusive-topology" in reason and count == 1 and examples == (f"{NS}/plain",)
         sample = controller.metrics.registry.get_sample_value("hotswap_excluded", {"reason": reason})
